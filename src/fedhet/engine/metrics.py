@@ -26,7 +26,9 @@ def cohort_metrics(cohort: Cohort) -> dict[str, float]:
     """
     if len(cohort) == 0:
         return {}
-    updates = cohort.pseudo_gradients
+    # Every quantity here is invariant under g_k -> -g_k, so the deltas serve as they are (no negated
+    # [K, d] copy per round).
+    updates = cohort.deltas
     gram = (updates @ updates.T).to(torch.float64)
     norms_sq = gram.diagonal().clamp_min(0)
     norms = norms_sq.sqrt()

@@ -120,8 +120,9 @@ class WeightedAverage:
     def aggregate(self, state, cohort, context):
         if len(cohort) == 0:
             return None, state, {}
-        weights = data_size_weights(cohort)
-        return weights @ cohort.pseudo_gradients, state, {}
+        # -(p @ deltas) is bitwise p @ (-deltas) (negation commutes with rounding) without the
+        # negated [K, d] copy.
+        return -(data_size_weights(cohort) @ cohort.deltas), state, {}
 
 
 class ServerSGD:
