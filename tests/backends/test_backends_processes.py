@@ -64,14 +64,56 @@ def test_split_evaluation_is_bitwise_the_engine_evaluation(pool):
 
 def test_worker_failure_is_reported_with_its_traceback(pool):
     task, config = make_task("model.name=logreg")
+    parent = os.getpid()
 
-    class Broken(type(make_solver("sgd", config))):
+    class BrokenInWorkers(type(make_solver("sgd", config))):
         def step(self, *args, **kwargs):
-            raise ValueError("deliberate failure in a worker")
+            if os.getpid() != parent:
+                raise ValueError("deliberate failure in a worker")
+            return super().step(*args, **kwargs)
 
-    solver = Broken(config.client.options)
-    with pytest.raises(RuntimeError, match="deliberate failure in a worker"):
+    solver = BrokenInWorkers(config.client.options)
+    with pytest.raises(RuntimeError, match="(?s)worker 0 failed.*deliberate failure in a worker"):
         pool.train_cohort(task, solver, make_work(task, solver, COHORT))
+
+
+def test_failure_in_the_parents_share_propagates_and_the_next_round_reforks(pool):
+    task, config = make_task("model.name=logreg")
+    parent = os.getpid()
+    sgd = type(make_solver("sgd", config))
+
+    class BrokenInParent(sgd):
+        fail = True
+
+        def step(self, *args, **kwargs):
+            if os.getpid() == parent and self.fail:
+                raise ValueError("deliberate failure in the parent")
+            return super().step(*args, **kwargs)
+
+    solver = BrokenInParent(config.client.options)
+    work = make_work(task, solver, COHORT)
+    with pytest.raises(ValueError, match="deliberate failure in the parent"):
+        pool.train_cohort(task, solver, work)
+    assert pool._pool is None                       # the half-answered pool was shut down
+    BrokenInParent.fail = False
+    assert_same_round(SequentialBackend().train_cohort(task, solver, work), pool.train_cohort(task, solver, work),
+                      exact=True)
+
+
+@pytest.mark.parametrize("processes", [1, 3])
+def test_any_process_count_gives_the_sequential_numbers(processes):
+    task, config = make_task("model.name=mlp", "model.hidden=[12]", "client.system=hybrid_plus")
+    solver = make_solver("sgd", config)
+    backend = ProcessPoolBackend(processes)
+    try:
+        work = make_work(task, solver, COHORT)
+        assert_same_round(SequentialBackend().train_cohort(task, solver, work), backend.train_cohort(task, solver, work),
+                          exact=True)
+        assert len(backend._pool.processes) == processes - 1
+        x = work.params + 0.05
+        assert evaluate(task, x, batch_size=7, backend=backend) == evaluate(task, x, batch_size=7)
+    finally:
+        backend.close()
 
 
 def test_balance_is_longest_processing_time_first():

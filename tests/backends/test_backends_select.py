@@ -111,8 +111,9 @@ def test_auto_and_sequential_runs_give_the_same_metrics(tmp_path):
         run_experiment(load_config(None, [*common, f"run.backend={backend}", f"run.name={backend}"]), log=log.append)
         notes[backend] = [line for line in log if line.startswith("backend:")]
     if select.usable_cpus() >= 2 and select.fork_available():
-        assert notes["auto"] == ["backend: processes (auto: CPU with %d usable cores: %d worker processes, one thread each)"
-                                 % (select.usable_cpus(), select.usable_cpus())]
+        cpus = select.usable_cpus()
+        assert notes["auto"] == [f"backend: processes (auto: CPU with {cpus} usable cores: {cpus} processes "
+                                 f"(this one and {cpus - 1} forked worker{'s' if cpus != 2 else ''}), one thread each)"]
     auto, sequential = (read_metrics(tmp_path / name / "metrics.jsonl") for name in ("auto", "sequential"))
     assert len(auto) == 3 and _values(auto) == _values(sequential)
     final = [torch.load(tmp_path / name / "checkpoint.pt", weights_only=False)["simulator"]["params"]

@@ -1,8 +1,14 @@
-"""The multi-process CPU backend: one worker process per usable core, one torch thread each.
+"""The multi-process CPU backend: one process per usable core (the parent and forked workers),
+one torch thread each.
 
 Why processes and not threads: federated simulation is many small kernels (a minibatch of 32 through
 a small model), where a second intra-op thread gains little; independent clients in separate
 processes keep every core busy with no synchronisation between them.
+
+Why the parent computes too: with ``P`` usable cores, ``P - 1`` workers are forked and the parent
+takes a share itself, so exactly ``P`` processes compete for ``P`` cores. With ``P`` forked workers
+and a waiting parent, every request woke a worker that preempted the parent before it had sent the
+next request (about 1 ms per message on 2 cores), and the parent needed a core back to collect.
 
 Design (the numbers are bitwise those of :class:`~fedhet.backends.sequential.SequentialBackend`
 run with one thread, in float32 and float64):
@@ -16,14 +22,14 @@ run with one thread, in float32 and float64):
 - **Per round**: the parent writes ``x``, the cohort's rows of the per-client states and the
   solver's broadcast into tensors in anonymous shared memory (the *arena*, mapped before the fork,
   so it needs no ``/dev/shm`` space), sends
-  each worker the positions and ids of its clients (a few bytes), and each worker runs the
-  sequential backend's code on its share, writing deltas and new client states into its rows of
-  the arena. Small per-client results (step counts, losses, solver extras) come back pickled.
+  each worker the positions and ids of its clients (a few bytes), and each worker (and then the
+  parent, on the lightest share) runs the sequential backend's code on its share, writing deltas
+  and new client states into its rows of the arena. Small per-client results (step counts, losses, solver extras) come back pickled.
   Clients are assigned to workers by longest-processing-time on their planned work (steps x
   batch size), so Hybrid+ cohorts with very unequal clients balance; the assignment cannot change
   any number because each client's computation is independent of the others.
 - **Evaluation** (:meth:`ProcessPoolBackend.evaluate`): the test set's forward passes are split
-  into contiguous runs, one per worker; the per-pass loss sums and correct counts are added in pass
+  into contiguous runs, one per process (the last run is the parent's); the per-pass loss sums and correct counts are added in pass
   order in the parent, exactly as :func:`fedhet.engine.task.evaluate` adds them, so the metrics are
   bitwise those of a one-thread evaluation in one process.
 - The arena is re-allocated (and the workers re-forked) only when a round needs more rows than it
@@ -130,7 +136,8 @@ def worker_main(conn: Connection, inherited: list[Connection], task: FederatedTa
             if request[0] == "train":
                 reply = ("ok", train_share(task, solver, arena, backend, *request[1:]))
             elif request[0] == "eval":
-                reply = ("ok", evaluate_passes(task, arena["params"], request[1]))
+                loss_sums, correct = evaluate_passes(task, arena["params"], request[1])
+                reply = ("ok", (loss_sums.tolist(), correct.tolist()))
             else:
                 reply = ("error", f"unknown request {request[0]!r}")
         except BaseException:  # noqa: BLE001  (report any failure to the parent, with its traceback)
@@ -140,8 +147,10 @@ def worker_main(conn: Connection, inherited: list[Connection], task: FederatedTa
 
 def train_share(task: FederatedTask, solver: LocalSolver, arena: dict[str, torch.Tensor], backend: SequentialBackend,
                 round_index: int, seed: int, learning_rate: float, rows: list[int],
-                client_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """Train this worker's clients (cohort positions ``rows``) with the sequential code."""
+                client_ids: list[int]) -> tuple[list[int], list[float], dict[str, torch.Tensor]]:
+    """Train this worker's clients (cohort positions ``rows``) with the sequential code. Step counts
+    and losses go back as Python lists: pickling a tensor costs ~0.2 ms, a short list microseconds
+    (float64 losses survive the round trip exactly)."""
     positions = torch.tensor(rows, dtype=torch.int64)
     state_names = [name.split("/", 1)[1] for name in arena if name.startswith("state/")]
     work = RoundWork(round_index=round_index, seed=seed, params=arena["params"],
@@ -157,16 +166,18 @@ def train_share(task: FederatedTask, solver: LocalSolver, arena: dict[str, torch
                            f"expected {sorted(state_names)} (its client_state_names)")
     for name, values in new_states.items():
         arena[f"new_state/{name}"].index_copy_(0, positions, values)
-    return cohort.local_steps, cohort.train_loss, cohort.extras
+    return cohort.local_steps.tolist(), cohort.train_loss.tolist(), cohort.extras
 
 
 # --- the pool, in the parent ---------------------------------------------------------------------------
 
 class WorkerPool:
-    """``size`` forked workers sharing ``arena`` with the parent, for one (task, solver) pair."""
+    """``size`` forked workers (possibly none) sharing ``arena`` with the parent, for one (task,
+    solver) pair."""
 
     def __init__(self, size: int, task: FederatedTask, solver: LocalSolver, layout: Layout):
         self.task, self.solver, self.layout = task, solver, layout
+        self.closed = False
         self.arena = allocate(layout)
         context = multiprocessing.get_context("fork")
         self.connections: list[Connection] = []
@@ -184,12 +195,21 @@ class WorkerPool:
     def size(self) -> int:
         return len(self.processes)
 
-    def request(self, requests: dict[int, tuple]) -> dict[int, Any]:
-        """Send ``requests[rank]`` to each named worker, then collect every reply (in rank order)."""
+    def send(self, requests: dict[int, tuple]) -> None:
+        """Send ``requests[rank]`` to each named worker (answered by :meth:`collect`)."""
         for rank, message in requests.items():
             self.connections[rank].send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def request(self, requests: dict[int, tuple]) -> dict[int, Any]:
+        """Send ``requests[rank]`` to each named worker, then collect every reply (in rank order)."""
+        self.send(requests)
+        return self.collect(requests)
+
+    def collect(self, ranks) -> dict[int, Any]:
+        """The replies of the workers ``ranks`` (in that order); closes the pool and raises if any
+        worker failed or died."""
         replies, failures = {}, []
-        for rank in requests:
+        for rank in ranks:
             try:
                 status, payload = pickle.loads(self.connections[rank].recv_bytes())
             except (EOFError, OSError):
@@ -205,6 +225,7 @@ class WorkerPool:
         return replies
 
     def close(self) -> None:
+        self.closed = True
         for connection in self.connections:
             try:
                 connection.send_bytes(pickle.dumps(None))
@@ -238,14 +259,17 @@ class ProcessPoolBackend:
     name = "processes"
 
     def __init__(self, workers: int):
+        """``workers``: processes computing in parallel, the parent included (``workers - 1`` are
+        forked); one per usable core."""
         if workers < 1:
-            raise ValueError(f"the processes backend needs at least one worker, got {workers}")
+            raise ValueError(f"the processes backend needs at least one process, got {workers}")
         if not fork_available():
             raise RuntimeError("the processes backend needs the 'fork' start method, which this platform lacks; "
                                "use run.backend = 'sequential'")
         self.workers = workers
         self._pool: Optional[WorkerPool] = None
         self._capacity = 0
+        self._local = SequentialBackend()      # the parent's share runs the same code in-process
 
     def close(self) -> None:
         """Shut the worker processes down (a later round starts new ones)."""
@@ -257,7 +281,7 @@ class ProcessPoolBackend:
         """The running pool if it serves this task, solver and round; else a new one (re-forked)."""
         num_clients = int(work.client_ids.numel())
         pool = self._pool
-        if (pool is not None and pool.task is task and pool.solver is solver
+        if (pool is not None and not pool.closed and pool.task is task and pool.solver is solver
                 and fits(pool.layout, arena_layout(task, work, num_clients))):
             return pool
         self.close()
@@ -266,7 +290,7 @@ class ProcessPoolBackend:
         if num_clients > self._capacity > 0:
             capacity = max(num_clients, min(2 * self._capacity, task.num_clients))
         self._capacity = capacity
-        pool = self._pool = WorkerPool(self.workers, task, solver, arena_layout(task, work, capacity))
+        pool = self._pool = WorkerPool(self.workers - 1, task, solver, arena_layout(task, work, capacity))
         weakref.finalize(self, pool.close)
         return pool
 
@@ -287,19 +311,28 @@ class ProcessPoolBackend:
 
         client_ids = work.client_ids.tolist()
         plans = [client_plan(task, solver.options, work, client_id) for client_id in client_ids]
-        shares = balance([plan.num_steps * plan.batch_size for plan in plans], pool.size)
-        requests = {rank: ("train", work.round_index, work.seed, work.learning_rate, share,
-                           [client_ids[k] for k in share])
-                    for rank, share in enumerate(shares) if share}
-        replies = pool.request(requests)
+        costs = [plan.num_steps * plan.batch_size for plan in plans]
+        shares = balance(costs, pool.size + 1)
+        # The parent takes the lightest share: it also collects the replies afterwards.
+        lightest = min(range(len(shares)), key=lambda j: (sum(costs[k] for k in shares[j]), -j))
+        shares.append(shares.pop(lightest))
+        request = ("train", work.round_index, work.seed, work.learning_rate)
+        requests = {rank: (*request, share, [client_ids[k] for k in share])
+                    for rank, share in enumerate(shares[:pool.size]) if share}
+        pool.send(requests)
+        replies = {}
+        if shares[-1]:
+            replies[pool.size] = self._run_locally(pool, train_share, task, solver, arena, self._local,
+                                                   *request[1:], shares[-1], [client_ids[k] for k in shares[-1]])
+        replies.update(pool.collect(requests))
 
         steps = torch.empty(num_clients, dtype=torch.int64)
         losses = torch.empty(num_clients, dtype=torch.float64)
         extras: dict[str, torch.Tensor] = {}
         for rank, (share_steps, share_losses, share_extras) in replies.items():
             positions = torch.tensor(shares[rank], dtype=torch.int64)
-            steps[positions] = share_steps
-            losses[positions] = share_losses
+            steps[positions] = torch.tensor(share_steps, dtype=torch.int64)
+            losses[positions] = torch.tensor(share_losses, dtype=torch.float64)
             for name, values in share_extras.items():
                 if name not in extras:
                     extras[name] = torch.empty((num_clients, *values.shape[1:]), dtype=values.dtype)
@@ -319,9 +352,22 @@ class ProcessPoolBackend:
             loss_sums, correct = evaluate_passes(task, params, passes)
             return combine_passes(loss_sums, correct, len(task.test))
         pool.arena["params"].copy_(params)
-        parts = min(pool.size, len(passes))
+        parts = min(pool.size + 1, len(passes))
         bounds = [round(i * len(passes) / parts) for i in range(parts + 1)]
-        replies = pool.request({rank: ("eval", passes[bounds[rank]:bounds[rank + 1]]) for rank in range(parts)})
-        loss_sums = torch.cat([replies[rank][0] for rank in range(parts)])
-        correct = torch.cat([replies[rank][1] for rank in range(parts)])
+        requests = {rank: ("eval", passes[bounds[rank]:bounds[rank + 1]]) for rank in range(parts - 1)}
+        pool.send(requests)
+        own = self._run_locally(pool, evaluate_passes, task, pool.arena["params"], passes[bounds[-2]:])
+        replies = pool.collect(requests)
+        loss_sums = torch.cat([*(torch.tensor(replies[rank][0], dtype=torch.float64) for rank in requests), own[0]])
+        correct = torch.cat([*(torch.tensor(replies[rank][1], dtype=torch.int64) for rank in requests), own[1]])
         return combine_passes(loss_sums, correct, len(task.test))
+
+    def _run_locally(self, pool: WorkerPool, function, *args):
+        """The parent's share of a request the workers are working on: if it fails, the pool is
+        shut down (its replies can no longer be matched to a round) and the error propagates."""
+        try:
+            return function(*args)
+        except BaseException:
+            pool.close()
+            self._pool = None
+            raise

@@ -7,7 +7,8 @@
    exactly (dropout, batch-norm statistics, a solver that opts out; the reason is given);
 2. on a CPU with at least two usable cores (the process's affinity mask, capped by
    ``run.threads``) and a model big enough that a local step outweighs a message to a worker
-   (``d x B >= PROCESS_MIN_STEP_WORK``): ``processes``, one single-threaded worker per core;
+   (``d x B >= PROCESS_MIN_STEP_WORK``): ``processes``, one single-threaded process per core (this
+   one and forked workers);
 3. otherwise ``sequential`` (one core, or a model so small that the messages would dominate).
 
 The vectorised backend is never picked on a CPU: with one thread a vmap over clients is no faster
@@ -32,6 +33,10 @@ BACKENDS = ("auto", "sequential", "vectorized", "processes")
 # 6.4e6), one step takes well under a millisecond on a CPU and the per-round messages to worker
 # processes (tens to hundreds of microseconds) would eat the gain.
 PROCESS_MIN_STEP_WORK = 1_000_000
+
+
+def _processes(cpus: int) -> str:
+    return f"{cpus} processes (this one and {cpus - 1} forked worker{'s' if cpus != 2 else ''}), one thread each"
 
 
 def _solver_from(config: Any) -> Optional[Any]:
@@ -67,7 +72,7 @@ def select_backend(name: str, task: FederatedTask, config: Any = None) -> tuple[
                                              f"processes requested, but the task is on {task.device}: vectorized")
         if not fork_available():
             return SequentialBackend(), "processes requested, but this platform cannot fork: sequential instead"
-        return ProcessPoolBackend(cpus), f"requested: {cpus} worker processes, one thread each"
+        return ProcessPoolBackend(cpus), f"requested: {_processes(cpus)}"
 
     # auto
     if not on_cpu:
@@ -82,4 +87,4 @@ def select_backend(name: str, task: FederatedTask, config: Any = None) -> tuple[
     if step_work < PROCESS_MIN_STEP_WORK:
         return SequentialBackend(), (f"auto: a local step is tiny (d x B = {step_work:.2g} < {PROCESS_MIN_STEP_WORK:.0e}), "
                                      f"so messages to worker processes would cost more than they save")
-    return ProcessPoolBackend(cpus), f"auto: CPU with {cpus} usable cores: {cpus} worker processes, one thread each"
+    return ProcessPoolBackend(cpus), f"auto: CPU with {cpus} usable cores: {_processes(cpus)}"
