@@ -1,12 +1,14 @@
 """The multi-process backend gives bitwise the sequential backend's numbers (float64 and float32),
 for every registered local solver, and its split evaluation gives bitwise the engine's."""
 import os
+import time
 
 import pytest
 import torch
 
 from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, make_work
-from fedhet.backends.processes import ProcessPoolBackend, balance, fork_available
+import fedhet.backends.processes as processes_module
+from fedhet.backends.processes import ProcessPoolBackend, claim_order, fork_available
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.engine.task import evaluate
 
@@ -70,6 +72,7 @@ def test_worker_failure_is_reported_with_its_traceback(pool):
         def step(self, *args, **kwargs):
             if os.getpid() != parent:
                 raise ValueError("deliberate failure in a worker")
+            time.sleep(0.01)          # a slow parent: the worker surely claims a client
             return super().step(*args, **kwargs)
 
     solver = BrokenInWorkers(config.client.options)
@@ -116,10 +119,35 @@ def test_any_process_count_gives_the_sequential_numbers(processes):
         backend.close()
 
 
-def test_balance_is_longest_processing_time_first():
-    assert balance([5, 1, 1, 1, 1, 1], 2) == [[0], [1, 2, 3, 4, 5]]
-    assert balance([3, 3, 2, 2, 2], 2) == [[0, 2, 4], [1, 3]]
-    assert balance([1, 1], 4) == [[0], [1], [], []]
+def test_claim_order_is_longest_processing_time_first():
+    assert claim_order([1, 5, 1, 3, 5]) == [1, 4, 3, 0, 2]
+    assert claim_order([]) == []
+
+
+def test_a_slow_process_claims_fewer_clients_and_the_numbers_do_not_change(pool, monkeypatch):
+    task, config = make_task("model.name=logreg", "client.batch_size=16")
+    parent = os.getpid()
+
+    class SlowParent(type(make_solver("sgd", config))):
+        def step(self, *args, **kwargs):
+            if os.getpid() == parent:
+                time.sleep(0.01)
+            return super().step(*args, **kwargs)
+
+    solver = SlowParent(config.client.options)
+    work = make_work(task, solver, COHORT)
+    claimed = {}
+    original = processes_module.train_claimed
+
+    def recording(*args):
+        result = original(*args)
+        claimed["parent"] = result[0]
+        return result
+
+    monkeypatch.setattr(processes_module, "train_claimed", recording)
+    result = pool.train_cohort(task, solver, work)
+    assert 0 < len(claimed["parent"]) < len(COHORT) // 2      # the worker took the larger part
+    assert_same_round(SequentialBackend().train_cohort(task, solver, work), result, exact=True)
 
 
 def test_refuses_tasks_off_the_cpu(pool):

@@ -25,9 +25,11 @@ run with one thread, in float32 and float64):
   each worker the positions and ids of its clients (a few bytes), and each worker (and then the
   parent, on the lightest share) runs the sequential backend's code on its share, writing deltas
   and new client states into its rows of the arena. Small per-client results (step counts, losses, solver extras) come back pickled.
-  Clients are assigned to workers by longest-processing-time on their planned work (steps x
-  batch size), so Hybrid+ cohorts with very unequal clients balance; the assignment cannot change
-  any number because each client's computation is independent of the others.
+  Clients are not assigned in advance: every process (the parent too) claims the next client from
+  a shared counter as soon as it is free, in longest-processing-time order of the planned work
+  (steps x batch size). So Hybrid+ cohorts with very unequal clients balance, and so does a
+  process that runs slower than planned (a busy core, a noisy neighbour). Who trains which client
+  cannot change any number: each client's computation is independent of the others.
 - **Evaluation** (:meth:`ProcessPoolBackend.evaluate`): the test set's forward passes are split
   into contiguous runs, one per process (the last run is the parent's); the per-pass loss sums and correct counts are added in pass
   order in the parent, exactly as :func:`fedhet.engine.task.evaluate` adds them, so the metrics are
@@ -69,9 +71,11 @@ def fork_available() -> bool:
 
 def arena_layout(task: FederatedTask, work: RoundWork, capacity: int) -> Layout:
     """Names, shapes and dtypes of the shared tensors a round of ``work`` needs, with room for
-    ``capacity`` clients: ``params`` ``[d]``, ``deltas`` ``[C, d]``, ``state/<name>`` and
+    ``capacity`` clients: ``params`` ``[d]``, ``deltas`` ``[C, d]``, the claim counter ``claimed``
+    ``[1]`` (see :func:`train_claimed`), ``state/<name>`` and
     ``new_state/<name>`` ``[C, ...]`` per client state, ``broadcast/<name>`` per broadcast entry."""
-    layout: Layout = {"params": ((task.spec.dim,), task.dtype), "deltas": ((capacity, task.spec.dim), task.dtype)}
+    layout: Layout = {"params": ((task.spec.dim,), task.dtype), "deltas": ((capacity, task.spec.dim), task.dtype),
+                      "claimed": ((1,), torch.int64)}
     for name, rows in work.client_states.items():
         layout[f"state/{name}"] = ((capacity, *rows.shape[1:]), rows.dtype)
         layout[f"new_state/{name}"] = ((capacity, *rows.shape[1:]), rows.dtype)
@@ -118,7 +122,7 @@ def allocate(layout: Layout) -> dict[str, torch.Tensor]:
 # --- the worker process ------------------------------------------------------------------------------
 
 def worker_main(conn: Connection, inherited: list[Connection], task: FederatedTask, solver: LocalSolver,
-                arena: dict[str, torch.Tensor]) -> None:
+                arena: dict[str, torch.Tensor], lock: Any) -> None:
     """A worker's loop: answer ``train`` and ``eval`` requests until ``None`` or EOF."""
     for other in inherited:          # the parent's ends: holding them would hide the parent's death
         other.close()
@@ -134,7 +138,7 @@ def worker_main(conn: Connection, inherited: list[Connection], task: FederatedTa
             return
         try:
             if request[0] == "train":
-                reply = ("ok", train_share(task, solver, arena, backend, *request[1:]))
+                reply = ("ok", train_claimed(task, solver, arena, backend, lock, *request[1:]))
             elif request[0] == "eval":
                 loss_sums, correct = evaluate_passes(task, arena["params"], request[1])
                 reply = ("ok", (loss_sums.tolist(), correct.tolist()))
@@ -145,12 +149,12 @@ def worker_main(conn: Connection, inherited: list[Connection], task: FederatedTa
         conn.send_bytes(pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def train_share(task: FederatedTask, solver: LocalSolver, arena: dict[str, torch.Tensor], backend: SequentialBackend,
-                round_index: int, seed: int, learning_rate: float, rows: list[int],
-                client_ids: list[int]) -> tuple[list[int], list[float], dict[str, torch.Tensor]]:
-    """Train this worker's clients (cohort positions ``rows``) with the sequential code. Step counts
-    and losses go back as Python lists: pickling a tensor costs ~0.2 ms, a short list microseconds
-    (float64 losses survive the round trip exactly)."""
+def train_clients(task: FederatedTask, solver: LocalSolver, arena: dict[str, torch.Tensor], backend: SequentialBackend,
+                  round_index: int, seed: int, learning_rate: float, rows: list[int],
+                  client_ids: list[int]) -> tuple[list[int], list[float], dict[str, torch.Tensor]]:
+    """Train the clients at cohort positions ``rows`` (ids ``client_ids``) with the sequential code,
+    writing their deltas and new states into the arena; returns their step counts, losses (lists)
+    and extras (tensors)."""
     positions = torch.tensor(rows, dtype=torch.int64)
     state_names = [name.split("/", 1)[1] for name in arena if name.startswith("state/")]
     work = RoundWork(round_index=round_index, seed=seed, params=arena["params"],
@@ -169,6 +173,41 @@ def train_share(task: FederatedTask, solver: LocalSolver, arena: dict[str, torch
     return cohort.local_steps.tolist(), cohort.train_loss.tolist(), cohort.extras
 
 
+def train_claimed(task: FederatedTask, solver: LocalSolver, arena: dict[str, torch.Tensor],
+                  backend: SequentialBackend, lock: Any, round_index: int, seed: int, learning_rate: float,
+                  order: list[int], client_ids: list[int]) -> tuple[list[int], list[int], list[float], dict]:
+    """Claim cohort positions from ``order`` through the arena's shared counter (under ``lock``) and
+    train each, until every position is claimed. Returns ``(positions, steps, losses, extras)`` of
+    the clients this process trained; lists travel back to the parent cheaply (pickling a tensor
+    costs ~0.2 ms, a short list microseconds; float64 losses survive exactly)."""
+    counter = arena["claimed"]
+    positions: list[int] = []
+    steps: list[int] = []
+    losses: list[float] = []
+    extras_rows: list[dict[str, torch.Tensor]] = []
+    while True:
+        with lock:
+            claimed = int(counter[0])
+            counter[0] = claimed + 1
+        if claimed >= len(order):
+            break
+        position = order[claimed]
+        client_steps, client_losses, client_extras = train_clients(
+            task, solver, arena, backend, round_index, seed, learning_rate, [position], [client_ids[position]])
+        positions.append(position)
+        steps += client_steps
+        losses += client_losses
+        extras_rows.append(client_extras)
+    extras = {name: torch.cat([row[name] for row in extras_rows]) for name in (extras_rows[0] if extras_rows else {})}
+    return positions, steps, losses, extras
+
+
+def claim_order(costs: list[int]) -> list[int]:
+    """Cohort positions in the order they are claimed: largest planned work first (ties by
+    position), the longest-processing-time rule of list scheduling. Deterministic."""
+    return sorted(range(len(costs)), key=lambda k: (-costs[k], k))
+
+
 # --- the pool, in the parent ---------------------------------------------------------------------------
 
 class WorkerPool:
@@ -180,12 +219,13 @@ class WorkerPool:
         self.closed = False
         self.arena = allocate(layout)
         context = multiprocessing.get_context("fork")
+        self.lock = context.Lock()              # guards arena["claimed"]
         self.connections: list[Connection] = []
         self.processes: list[Any] = []
         for rank in range(size):
             parent_end, child_end = context.Pipe(duplex=True)
             process = context.Process(target=worker_main, name=f"fedhet-worker-{rank}", daemon=True,
-                                      args=(child_end, [*self.connections, parent_end], task, solver, self.arena))
+                                      args=(child_end, [*self.connections, parent_end], task, solver, self.arena, self.lock))
             process.start()
             child_end.close()
             self.connections.append(parent_end)
@@ -239,18 +279,6 @@ class WorkerPool:
         for connection in self.connections:
             connection.close()
         self.connections, self.processes = [], []
-
-
-def balance(costs: list[int], workers: int) -> list[list[int]]:
-    """Positions assigned to each worker: longest-processing-time first (ties by position), each
-    list sorted. Deterministic."""
-    loads = [0] * workers
-    shares: list[list[int]] = [[] for _ in range(workers)]
-    for position in sorted(range(len(costs)), key=lambda k: (-costs[k], k)):
-        target = min(range(workers), key=lambda j: (loads[j], j))
-        shares[target].append(position)
-        loads[target] += costs[position]
-    return [sorted(share) for share in shares]
 
 
 class ProcessPoolBackend:
@@ -311,32 +339,33 @@ class ProcessPoolBackend:
 
         client_ids = work.client_ids.tolist()
         plans = [client_plan(task, solver.options, work, client_id) for client_id in client_ids]
-        costs = [plan.num_steps * plan.batch_size for plan in plans]
-        shares = balance(costs, pool.size + 1)
-        # The parent takes the lightest share: it also collects the replies afterwards.
-        lightest = min(range(len(shares)), key=lambda j: (sum(costs[k] for k in shares[j]), -j))
-        shares.append(shares.pop(lightest))
-        request = ("train", work.round_index, work.seed, work.learning_rate)
-        requests = {rank: (*request, share, [client_ids[k] for k in share])
-                    for rank, share in enumerate(shares[:pool.size]) if share}
+        order = claim_order([plan.num_steps * plan.batch_size for plan in plans])
+        arena["claimed"].zero_()
+        request = (work.round_index, work.seed, work.learning_rate, order, client_ids)
+        # Workers beyond the cohort size would find nothing to claim.
+        requests = {rank: ("train", *request) for rank in range(min(pool.size, num_clients - 1))}
         pool.send(requests)
-        replies = {}
-        if shares[-1]:
-            replies[pool.size] = self._run_locally(pool, train_share, task, solver, arena, self._local,
-                                                   *request[1:], shares[-1], [client_ids[k] for k in shares[-1]])
+        replies = {pool.size: self._run_locally(pool, train_claimed, task, solver, arena, self._local, pool.lock,
+                                                *request)}
         replies.update(pool.collect(requests))
 
         steps = torch.empty(num_clients, dtype=torch.int64)
         losses = torch.empty(num_clients, dtype=torch.float64)
         extras: dict[str, torch.Tensor] = {}
-        for rank, (share_steps, share_losses, share_extras) in replies.items():
-            positions = torch.tensor(shares[rank], dtype=torch.int64)
+        trained = 0
+        for rank, (positions_list, share_steps, share_losses, share_extras) in replies.items():
+            if not positions_list:
+                continue
+            trained += len(positions_list)
+            positions = torch.tensor(positions_list, dtype=torch.int64)
             steps[positions] = torch.tensor(share_steps, dtype=torch.int64)
             losses[positions] = torch.tensor(share_losses, dtype=torch.float64)
             for name, values in share_extras.items():
                 if name not in extras:
                     extras[name] = torch.empty((num_clients, *values.shape[1:]), dtype=values.dtype)
                 extras[name][positions] = values
+        if trained != num_clients:        # every position is claimed exactly once; anything else is a bug
+            raise RuntimeError(f"processes backend: {trained} of {num_clients} clients were trained")
         cohort = Cohort(client_ids=work.client_ids, deltas=arena["deltas"][:num_clients].clone(),
                         num_examples=cohort_sizes(task, work.client_ids), local_steps=steps,
                         train_loss=losses, extras=extras)

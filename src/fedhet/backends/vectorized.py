@@ -200,8 +200,10 @@ def train_cohort_vectorized(task: FederatedTask, solver: LocalSolver, work: Roun
 
     for s in range(index.shape[0]):
         step_index, step_weight = index[s], weight[s]
-        inputs = inputs_all[step_index]                          # [K, B, ...]
-        targets = targets_all[step_index]
+        # index_select on the flat index (the same rows as inputs_all[step_index], 4-5x cheaper).
+        flat_index = step_index.reshape(-1)
+        inputs = inputs_all.index_select(0, flat_index).view(*step_index.shape, *inputs_all.shape[1:])  # [K, B, ...]
+        targets = targets_all.index_select(0, flat_index).view(*step_index.shape, *targets_all.shape[1:])
         active = steps_on_device > s                              # [K]
         active_list = (num_steps > s).tolist()
         if transform is not None:
