@@ -22,17 +22,17 @@ run with one thread, in float32 and float64):
 - **Per round**: the parent writes ``x``, the cohort's rows of the per-client states and the
   solver's broadcast into tensors in anonymous shared memory (the *arena*, mapped before the fork,
   so it needs no ``/dev/shm`` space), sends
-  each worker the positions and ids of its clients (a few bytes), and each worker (and then the
-  parent, on the lightest share) runs the sequential backend's code on its share, writing deltas
-  and new client states into its rows of the arena. Small per-client results (step counts, losses, solver extras) come back pickled.
-  Clients are not assigned in advance: every process (the parent too) claims the next client from
+  each worker the round's claim order and client ids (a few bytes), and every process runs the
+  sequential backend's code on the clients it claims, writing deltas and new client states into
+  their rows of the arena. Small per-client results (step counts, losses, solver extras) come back
+  pickled. Clients are not assigned in advance: every process (the parent too) claims the next client from
   a shared counter as soon as it is free, in longest-processing-time order of the planned work
   (steps x batch size). So Hybrid+ cohorts with very unequal clients balance, and so does a
   process that runs slower than planned (a busy core, a noisy neighbour). Who trains which client
   cannot change any number: each client's computation is independent of the others.
 - **Evaluation** (:meth:`ProcessPoolBackend.evaluate`): the test set's forward passes are split
-  into contiguous runs, one per process (the last run is the parent's); the per-pass loss sums and correct counts are added in pass
-  order in the parent, exactly as :func:`fedhet.engine.task.evaluate` adds them, so the metrics are
+  into contiguous runs, one per process (the last run is the parent's); the per-pass loss sums and
+  correct counts are added in pass order in the parent, exactly as :func:`fedhet.engine.task.evaluate` adds them, so the metrics are
   bitwise those of a one-thread evaluation in one process.
 - The arena is re-allocated (and the workers re-forked) only when a round needs more rows than it
   has (capacity doubles) or the solver's state layout changes.
@@ -61,6 +61,9 @@ from fedhet.engine.cohort import Cohort
 from fedhet.engine.task import (FederatedTask, combine_passes, eval_pass_size, eval_passes, evaluate_passes)
 
 Layout = dict[str, tuple[tuple[int, ...], torch.dtype]]
+
+# Holding the claim lock takes microseconds; this long means its holder died.
+_LOCK_TIMEOUT_SECONDS = 60.0
 
 
 def fork_available() -> bool:
@@ -186,9 +189,15 @@ def train_claimed(task: FederatedTask, solver: LocalSolver, arena: dict[str, tor
     losses: list[float] = []
     extras_rows: list[dict[str, torch.Tensor]] = []
     while True:
-        with lock:
+        # A timeout instead of a hang if a process was killed while holding the lock.
+        if not lock.acquire(timeout=_LOCK_TIMEOUT_SECONDS):
+            raise RuntimeError(f"processes backend: the claim lock was not released within "
+                               f"{_LOCK_TIMEOUT_SECONDS} s (a process died while holding it?)")
+        try:
             claimed = int(counter[0])
             counter[0] = claimed + 1
+        finally:
+            lock.release()
         if claimed >= len(order):
             break
         position = order[claimed]
@@ -240,11 +249,6 @@ class WorkerPool:
         for rank, message in requests.items():
             self.connections[rank].send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
-    def request(self, requests: dict[int, tuple]) -> dict[int, Any]:
-        """Send ``requests[rank]`` to each named worker, then collect every reply (in rank order)."""
-        self.send(requests)
-        return self.collect(requests)
-
     def collect(self, ranks) -> dict[int, Any]:
         """The replies of the workers ``ranks`` (in that order); closes the pool and raises if any
         worker failed or died."""
@@ -282,7 +286,8 @@ class WorkerPool:
 
 
 class ProcessPoolBackend:
-    """Clients of a cohort split across persistent one-thread worker processes; see the module docstring."""
+    """Clients of a cohort trained by this process and persistent one-thread workers; see the module
+    docstring."""
 
     name = "processes"
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import weakref
 from typing import Callable, Iterator, Optional
 
 import torch
@@ -34,6 +33,9 @@ class FederatedTask:
     # Mean minibatch loss (outputs, targets) -> scalar. Cross-entropy for classification; tests
     # use a squared loss for problems with a closed-form optimum.
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = F.cross_entropy
+    # Bytes of the largest activation per test example (set by eval_pass_size on first use; a
+    # function of the model and the input shape, which a task fixes).
+    eval_activation_bytes: Optional[int] = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     @property
     def num_clients(self) -> int:
@@ -102,19 +104,15 @@ def largest_activation_bytes(task: FederatedTask, params: torch.Tensor) -> int:
     return max(sizes, default=1)
 
 
-_ACTIVATION_BYTES: "weakref.WeakKeyDictionary[nn.Module, int]" = weakref.WeakKeyDictionary()
-
-
 def eval_pass_size(task: FederatedTask, params: torch.Tensor, batch_size: int) -> int:
     """Examples per forward pass: ``batch_size`` on an accelerator; on a CPU at most as many as keep
     the largest activation within :data:`CPU_EVAL_ACTIVATION_BYTES` (at least 16)."""
     if task.device.type != "cpu":
         return batch_size
-    # A function of the model's architecture only; measuring it runs a hooked forward pass
-    # (~1 ms for the FedAvg MLP), so it is measured once per model.
-    per_example = _ACTIVATION_BYTES.get(task.model)
-    if per_example is None:
-        per_example = _ACTIVATION_BYTES[task.model] = largest_activation_bytes(task, params)
+    # Measuring runs a hooked forward pass (~1 ms for the FedAvg MLP), so once per task.
+    if task.eval_activation_bytes is None:
+        task.eval_activation_bytes = largest_activation_bytes(task, params)
+    per_example = task.eval_activation_bytes
     return max(1, min(batch_size, max(16, CPU_EVAL_ACTIVATION_BYTES // max(per_example, 1))))
 
 
