@@ -5,9 +5,9 @@ however many processes it runs) wall-clock ratios cannot show what parallel work
 script measures CPU seconds instead, per round of W (training + evaluation):
 
 - ``sequential``: the CPU time of the one process (= its wall time on an idle core);
-- ``processes``: the CPU time of the parent plus, per round, the *largest* worker's CPU time: the
-  critical path, i.e. the wall time on an idle machine with one core per worker, minus message
-  latency (tens of microseconds per round).
+- ``processes``: per round, the larger of the parent's CPU time (it trains and evaluates a share
+  and does the bookkeeping) and the busiest worker's: the critical path, i.e. the wall time on an
+  idle machine with one core per process, minus message latency and idle waits.
 
 Usage: .venv/bin/python benchmarks/critical_path.py mlp|cnn [rounds]. An estimate, labelled as
 such; ``bench_w.py`` on a quiet machine is the measurement.
@@ -55,12 +55,12 @@ def main(model: str, rounds: int) -> None:
             before = time.process_time()
             backend.train_cohort(task, solver, RoundWork(r, 1, x, ids[r], {}, {}, 0.05))
             evaluate(task, x, batch_size=1000, backend=backend)
-            parent += time.process_time() - before
-            if workers:
-                critical += max(cpu_of(pid) - b for pid, b in zip(workers, before_workers))
+            parent_round = time.process_time() - before
+            parent += parent_round
+            critical += max([parent_round] + [cpu_of(pid) - b for pid, b in zip(workers, before_workers)])
         wall = time.perf_counter() - started
-        print(f"{model} {name:10s}: parent CPU {parent / rounds:.3f} s/round, largest worker CPU "
-              f"{critical / rounds:.3f} s/round, critical path {(parent + critical) / rounds:.3f} s/round "
+        print(f"{model} {name:10s}: parent CPU {parent / rounds:.3f} s/round, critical path "
+              f"{critical / rounds:.3f} s/round "
               f"(wall here {wall / rounds:.3f} s/round, load {os.getloadavg()[0]:.1f})", flush=True)
     processes.close()
 
