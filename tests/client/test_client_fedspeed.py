@@ -4,6 +4,7 @@ import torch
 import fedhet.components  # noqa: F401
 from fedhet.client.base import ClientOptions
 from fedhet.client.feddyn import FedDynOptions
+from fedhet.client.fedprox import FedProxOptions
 from fedhet.client.fedspeed import PROX_CORRECTION, FedSpeedOptions
 from fedhet.config.options import ConfigError
 from fedhet.participation.uniform import UniformOptions, make_uniform
@@ -54,6 +55,43 @@ def test_fedspeed_without_perturbation_merge_or_prox_equals_local_sgd_exactly():
                                 participation=make_uniform(UniformOptions(clients_per_round=2)), seed=3)
         finals.append(sim.run(5))
     assert torch.equal(finals[0], finals[1])
+
+
+@pytest.mark.parametrize("variant", ["paper", "released-code"])
+def test_without_prox_correction_and_perturbation_fedspeed_is_fedprox_with_an_unweighted_mean(variant):
+    """Table 7's "prox-term" row: FedProx's local steps (mu = 1/lambda), no per-client store, and
+    the server's unweighted mean of w_K - x, checked against FedProx's solver and that mean."""
+    problem = make_least_squares(num_clients=4, dim=3, examples_per_client=[6, 9, 12, 15], seed=4)
+    shared = dict(learning_rate=0.05, batch_size=5, epochs=2)
+    speed = CLIENT_SOLVERS.get("fedspeed").factory(FedSpeedOptions(
+        rho0=0.0, alpha=0.0, prox_weight=0.3, prox_correction=False, variant=variant, **shared))
+    prox = CLIENT_SOLVERS.get("fedprox").factory(FedProxOptions(mu=0.3, **shared))
+    sims = [problem.simulator(solver=solver, server=SERVERS.get(server).factory(ServerOptions()),
+                              participation=make_uniform(UniformOptions(clients_per_round=2)), seed=5)
+            for solver, server in ((speed, "fedspeed"), (prox, "average_participating"))]
+    assert sims[0].client_stores == {}
+    for _ in range(4):
+        x = sims[0].params.clone()
+        _, cohort = sims[0].run_round()
+        _, reference = sims[1].run_round()
+        assert torch.equal(cohort.deltas, reference.deltas)
+        assert torch.allclose(sims[0].params, x + cohort.deltas.mean(dim=0), rtol=0, atol=1e-14)
+    assert torch.equal(sims[0].params, sims[1].params)
+
+
+def test_prox_correction_switch_changes_only_the_correction():
+    """With the perturbation on, turning the correction off differs from the full algorithm from
+    round 2 on (round 1 has ghat_i = 0 everywhere, so its local steps coincide)."""
+    problem = make_least_squares(num_clients=2, dim=3, examples_per_client=10, seed=6)
+    options = dict(rho0=0.05, alpha=0.5, prox_weight=0.5, learning_rate=0.05, batch_size=5, epochs=1)
+    sims = [problem.simulator(solver=CLIENT_SOLVERS.get("fedspeed").factory(FedSpeedOptions(prox_correction=flag, **options)),
+                              server=SERVERS.get("fedspeed").factory(ServerOptions()))
+            for flag in (True, False)]
+    (_, with_correction), (_, without) = (sim.run_round() for sim in sims)
+    # Round 1: same local steps; the paper's upload subtracts lambda ghat_i, the ablation's does not.
+    ghat = sims[0].client_stores[PROX_CORRECTION].read_all()
+    assert torch.allclose(with_correction.deltas, without.deltas - ghat / 0.5, rtol=0, atol=1e-14)
+    assert not torch.equal(sims[0].run(1), sims[1].run(1))
 
 
 def test_fedspeed_server_is_the_unweighted_mean_of_the_uploads():

@@ -29,6 +29,12 @@ Conventions, checked against the paper:
   Algorithm 1 writes ``rho g1`` and calls ``rho`` the ascent learning rate). The norm is guarded by
   1e-12, so a zero gradient gives no perturbation instead of NaN.
 - Clipping and weight decay act on ``gtilde`` as they act on the plain gradient of local SGD.
+- ``prox_correction = false`` is the module ablation of the paper's Table 7 (Appendix B.3.5,
+  "prox-term" and "prox-term + gradient perturbation" rows): ``ghat_i`` is never applied nor kept
+  (no per-client store), so line 11 is a FedProx step on the quasi-gradient,
+  ``w <- w - eta_l (gtilde + (1/lambda)(w - x))``, the upload is ``w_K - x`` and the server (both
+  variants) averages the participants. With also ``rho0 = 0`` and ``alpha = 0`` it is FedProx with
+  ``mu = 1/lambda`` and an unweighted server mean.
 - ``prox_weight = 0`` (``lambda`` infinite) removes the prox term and the prox-correction:
   ``ghat_i`` stays 0 and ``lambda ghat_i`` is taken as 0, so ``xhat_i = w_K``. With also
   ``rho0 = 0`` and ``alpha = 0`` FedSpeed is exactly local SGD with an unweighted server mean.
@@ -86,6 +92,9 @@ class FedSpeedOptions(ClientOptions):
                           help="weight of the perturbed gradient: gtilde = (1 - alpha) g1 + alpha g2")
     prox_weight: float = option(0.1, ge=0, symbol="1/lambda",
                                 help="prox-term weight 1/lambda: step adds (1/lambda)(w - x); 0 = no prox term and no prox-correction")
+    prox_correction: bool = option(True, help="apply and keep the prox-correction ghat_i (Alg. 1 lines 11, 13); "
+                                              "false = the Table 7 ablation without it (a FedProx step on the "
+                                              "quasi-gradient, upload w_K - x, no per-client store)")
     variant: str = option("paper", choices=VARIANTS,
                           help="'paper': Algorithm 1 (upload xhat_i, server averages the participants); "
                                "'released-code': the authors' code's server rule (upload w_K - x, server "
@@ -103,9 +112,12 @@ class FedSpeedSolver(LocalSolver):
         self.alpha = options.alpha
         self.prox_weight = options.prox_weight
         self.variant = options.variant
+        self.prox_correction = options.prox_correction
+        if not self.prox_correction:
+            self.client_state_names = ()      # no ghat_i: the engine keeps no [N, d] store for it
 
     def begin(self, x, client_state, broadcast, learning_rate) -> dict[str, Any]:
-        return {"prox_correction": client_state[PROX_CORRECTION]}
+        return {"prox_correction": client_state[PROX_CORRECTION]} if self.prox_correction else {}
 
     def quasi_gradient(self, w: torch.Tensor, grad_fn: GradFn) -> tuple[torch.Tensor, torch.Tensor]:
         """``(loss at w, gtilde)`` with clipping and weight decay applied to ``gtilde``."""
@@ -121,10 +133,14 @@ class FedSpeedSolver(LocalSolver):
     def direction(self, w: torch.Tensor, x: torch.Tensor, grad_fn: GradFn,
                   local: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         loss, gtilde = self.quasi_gradient(w, grad_fn)
+        if not self.prox_correction:
+            return loss, gtilde + self.prox_weight * (w - x)
         return loss, gtilde - local["prox_correction"] + self.prox_weight * (w - x)
 
     def finish(self, x, w, local, client_state, num_steps, learning_rate):
         offset = w - x
+        if not self.prox_correction:
+            return offset, {}, {}
         correction = client_state[PROX_CORRECTION] - self.prox_weight * offset
         if self.variant == "paper" and self.prox_weight > 0:
             delta = offset - correction / self.prox_weight       # xhat_i - x = w_K - x - lambda ghat_i
@@ -160,7 +176,8 @@ class FedSpeedAggregation:
     - ``paper``: ``G = (1/|S|) sum_S g_i`` with ``g_i = x - xhat_i`` (Algorithm 1 line 16 for eta_g = 1);
     - ``released-code``: FedDyn's rule with ``alpha = 1/lambda`` on the uploaded ``w_K - x``
       (:class:`~fedhet.client.feddyn.FedDynAggregator`; state ``h = (1/N) sum_all ghat_i``).
-      Without a prox term (``prox_weight = 0``) there is no correction and it is the plain mean.
+      Without a prox term (``prox_weight = 0``) or with ``prox_correction = false`` there is no
+      correction and it is the plain mean.
     """
 
     def __init__(self, aware: bool):
@@ -170,7 +187,8 @@ class FedSpeedAggregation:
 
     def _rule(self, context: ServerContext):
         solver = fedspeed_solver(context)
-        return self.dynamic if solver.variant == "released-code" and solver.prox_weight > 0 else self.mean
+        uses_dual = solver.variant == "released-code" and solver.prox_weight > 0 and solver.prox_correction
+        return self.dynamic if uses_dual else self.mean
 
     def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
         rule = self._rule(context)
