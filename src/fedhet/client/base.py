@@ -38,12 +38,33 @@ class ClientOptions:
     clip_norm: float = option(0.0, ge=0, help="clip each minibatch gradient to this L2 norm; 0 = no clipping")
     lr_decay: float = option(1.0, gt=0, le=1, symbol="gamma",
                              help="per-round learning-rate decay: eta_l(t) = eta_l * gamma^t")
+    lr_step_start: int = option(0, ge=0, help="first round (1-based) whose learning rate is multiplied by "
+                                              "client.lr_step_factor, again every client.lr_step_every rounds "
+                                              "after it; 0 = no step schedule")
+    lr_step_every: int = option(1000, ge=1, help="rounds between steps of the step schedule")
+    lr_step_factor: float = option(0.5, gt=0, le=1, help="factor applied at each step of the step schedule")
     system: str = option("fixed", choices=("fixed", "hybrid_plus"),
                          help="system heterogeneity: fixed epochs/steps, or Hybrid+ (E~U{2..5}, B~U{10..|D_i|} per client and round)")
 
     def validate(self, section: str) -> None:
         if self.steps == 0 and self.epochs == 0 and self.system == "fixed":
             raise ConfigError(f"{section}.epochs", self.epochs, "client.epochs or client.steps must be positive")
+
+
+def local_learning_rate(options: ClientOptions, round_index: int) -> float:
+    """``eta_l`` of 0-based round ``round_index`` (round ``t = round_index + 1``)::
+
+        eta_l(t) = eta_l * gamma^(t - 1) * factor^steps(t),
+        steps(t) = 0 if start == 0 or t < start, else 1 + (t - start) // every
+
+    e.g. FedAU's CIFAR-100 runs (Appendix C.4: "decay the local learning rate by half every 1,000
+    rounds, starting from the 10,000-th round"): start 10000, every 1000, factor 0.5.
+    """
+    rate = options.learning_rate * options.lr_decay ** round_index
+    round_number = round_index + 1
+    if options.lr_step_start > 0 and round_number >= options.lr_step_start:
+        rate *= options.lr_step_factor ** (1 + (round_number - options.lr_step_start) // options.lr_step_every)
+    return rate
 
 
 def per_client(value: torch.Tensor | int | float, like: torch.Tensor) -> torch.Tensor:

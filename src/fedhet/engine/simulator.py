@@ -21,6 +21,7 @@ import torch
 
 from fedhet.backends.base import RoundWork
 from fedhet.backends.sequential import SequentialBackend
+from fedhet.client.base import local_learning_rate
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.cohort import Cohort
 from fedhet.engine.metrics import cohort_metrics
@@ -79,8 +80,7 @@ class Simulator:
             param_names=self.task.spec.names, param_slices=self.task.spec.slices)
 
     def learning_rate(self, round_index: int) -> float:
-        options = self.solver.options
-        return options.learning_rate * options.lr_decay ** round_index
+        return local_learning_rate(self.solver.options, round_index)
 
     def run_round(self) -> tuple[dict[str, Any], Cohort]:
         """Run round ``next_round``; returns its metrics record (no evaluation) and the cohort."""
