@@ -8,9 +8,11 @@ import torch
 
 from fedhet.config.schema import load_config
 from fedhet.engine import checkpoint as ckpt
-from fedhet.engine.callbacks import Callback, read_metrics
+from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.runner import resume_run, run_experiment
 from fedhet.store import ClientStore, StoreOptions
+from small_run import SMALL as ENGINE_SMALL
+from small_run import StopAfter
 
 def mmap_store(directory, dtype="float32", num_clients=6, dim=5, name="m"):
     return ClientStore(name, num_clients, dim, options=StoreOptions(dtype=dtype, mmap_dir=str(directory)))
@@ -123,23 +125,7 @@ def test_row_blocks_cover_the_table_within_the_budget():
 
 # --- through the runner: a memory-mapped bfloat16 FedAWARE run, interrupted and resumed ----------------
 
-SMALL = [
-    "data.name=synthetic", "data.num_devices=12", "data.max_device_size=120",
-    "partition.name=natural", "partition.num_clients=12",
-    "model.name=logreg", "participation.name=uniform", "participation.clients_per_round=4",
-    "client.learning_rate=0.05", "client.batch_size=16", "client.epochs=1",
-    "run.rounds=6", "run.eval_every=1", "run.checkpoint_every=2", "run.progress=false",
-    "server.name=fedaware", "server.alpha=0.3", "run.store_dtype=bfloat16",
-]
-
-
-class _StopAfter(Callback):
-    def __init__(self, k):
-        self.k = k
-
-    def on_round_end(self, run, record):
-        if record["round"] == self.k:
-            raise KeyboardInterrupt
+SMALL = [*ENGINE_SMALL, "server.name=fedaware", "server.alpha=0.3", "run.store_dtype=bfloat16"]
 
 
 @pytest.mark.slow
@@ -149,7 +135,7 @@ def test_interrupted_memory_mapped_fedaware_run_resumes_exactly(tmp_path):
 
     run_experiment(config("run.name=full"))
     with pytest.raises(KeyboardInterrupt):
-        run_experiment(config("run.name=cut", "run.store_mmap=true"), callbacks=[_StopAfter(3)])
+        run_experiment(config("run.name=cut", "run.store_mmap=true"), callbacks=[StopAfter(3)])
     assert list((tmp_path / "cut" / "stores").glob("store-fedaware_momentum.snapshot-*.bin"))
     resume_run(tmp_path / "cut")
 

@@ -1,7 +1,7 @@
 import pytest
 
 from fedhet.config.schema import load_config
-from tests_engine_small import SMALL
+from small_run import SMALL
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 import json
 import math
-import os
 import signal
 import subprocess
 import sys
@@ -9,9 +8,10 @@ import textwrap
 import pytest
 import torch
 
-from fedhet.engine.callbacks import Callback, read_metrics
+from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.runner import run_experiment, resume_run
 from fedhet.engine.simulator import TrainingDivergedError
+from small_run import StopAfter
 
 
 def _values(records):
@@ -54,22 +54,11 @@ def test_same_config_and_seed_give_identical_metrics(small_config, tmp_path):
     assert torch.equal(_final_params(tmp_path / "a"), _final_params(tmp_path / "b"))
 
 
-class _StopAfter(Callback):
-    """Simulates a crash: raises after round k's callbacks (those before it in the list) ran."""
-
-    def __init__(self, k):
-        self.k = k
-
-    def on_round_end(self, run, record):
-        if record["round"] == self.k:
-            raise KeyboardInterrupt
-
-
 @pytest.mark.parametrize("stop_round", [1, 2, 5])
 def test_interrupted_then_resumed_equals_uninterrupted(small_config, tmp_path, stop_round):
     run_experiment(small_config("run.name=full"))
     with pytest.raises(KeyboardInterrupt):
-        run_experiment(small_config("run.name=cut"), callbacks=[_StopAfter(stop_round)])
+        run_experiment(small_config("run.name=cut"), callbacks=[StopAfter(stop_round)])
     resume_run(tmp_path / "cut")
     full = read_metrics(tmp_path / "full" / "metrics.jsonl")
     cut = read_metrics(tmp_path / "cut" / "metrics.jsonl")
@@ -88,7 +77,7 @@ def test_killed_process_resumes_exactly(small_config, tmp_path, kill_round):
         from fedhet.config.schema import load_config
         from fedhet.engine.callbacks import Callback
         from fedhet.engine.runner import run_experiment
-        from tests_engine_small import SMALL
+        from small_run import SMALL
         class Kill(Callback):
             def on_round_end(self, run, record):
                 if record["round"] == {kill_round}:
@@ -96,7 +85,6 @@ def test_killed_process_resumes_exactly(small_config, tmp_path, kill_round):
         config = load_config(None, [*SMALL, "run.out_dir={tmp_path}", "run.name=killed"])
         run_experiment(config, callbacks=[Kill()])
     """)
-    (tmp_path / "tests_engine_small.py").write_text(open(os.path.dirname(__file__) + "/tests_engine_small.py").read())
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     resumed = subprocess.run([sys.executable, "-m", "fedhet.cli", "run", "--resume", str(tmp_path / "killed")],
@@ -133,7 +121,7 @@ def test_target_accuracy_stops_early_and_reports_rounds(small_config):
 
 def test_heterogeneous_participation_writes_raster_and_probability_plot(small_config, tmp_path):
     from fedhet.config.schema import load_config
-    from tests_engine_small import SMALL
+    from small_run import SMALL
 
     overrides = [o for o in SMALL if not o.startswith("participation.")]
     summary = run_experiment(load_config(None, [*overrides, f"run.out_dir={tmp_path}", "run.name=het",

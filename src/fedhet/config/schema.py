@@ -90,6 +90,16 @@ class ExperimentConfig:
             out[section] = {"name": component.name, **options_to_dict(component.options)}
         return out
 
+    def to_flat_dict(self) -> dict[str, Any]:
+        """:meth:`to_dict` with dotted keys (``"client.learning_rate"``), as ``--set`` writes them."""
+        flat: dict[str, Any] = {}
+        for section, values in self.to_dict().items():
+            if isinstance(values, dict):
+                flat.update({f"{section}.{key}": value for key, value in values.items()})
+            else:
+                flat[section] = values
+        return flat
+
     def with_overrides(self, overrides: Mapping[str, Any]) -> "ExperimentConfig":
         return resolve_config(apply_overrides(self.to_dict(), overrides))
 

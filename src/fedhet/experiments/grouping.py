@@ -26,19 +26,9 @@ ALGORITHM_SECTIONS = ("algorithm", "client", "server")
 _MISSING = "(not set)"
 
 
-def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in mapping.items():
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def setting_of(run: RunData) -> dict[str, Any]:
     """The run's configuration as dotted keys, without the keys that only name or place it."""
-    return {k: v for k, v in flatten(run.config.to_dict()).items() if k not in EXCLUDED_KEYS}
+    return {k: v for k, v in run.config.to_flat_dict().items() if k not in EXCLUDED_KEYS}
 
 
 def format_value(value: Any) -> str:

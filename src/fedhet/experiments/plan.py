@@ -182,19 +182,9 @@ def summary_is_complete(summary: Optional[Mapping[str, Any]], total_rounds: int)
     return bool(summary.get("stopped_early")) or int(summary.get("rounds", 0)) >= total_rounds
 
 
-def _flat(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out = {}
-    for key, value in config.items():
-        if isinstance(value, Mapping):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def config_differences(saved: ExperimentConfig, planned: ExperimentConfig) -> list[str]:
     """Dotted keys whose values differ (``run.progress``, ``run.threads``, ``run.out_dir`` ignored)."""
-    a, b = _flat(saved.to_dict()), _flat(planned.to_dict())
+    a, b = saved.to_flat_dict(), planned.to_flat_dict()
     return sorted(key for key in set(a) | set(b) if key not in _INCIDENTAL_KEYS and a.get(key) != b.get(key))
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from fedhet.registry import SERVERS, register_algorithm
-from fedhet.server.base import ServerOptions, ServerSGD, WeightedAverage, compose
+from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD, WeightedAverage, compose
 
 
 @SERVERS.register("fedavg", ServerOptions)

@@ -1,8 +1,0 @@
-"""A small, fast federation: FedProx Synthetic(1,1) data, logistic regression, 12 clients."""
-SMALL = [
-    "data.name=synthetic", "data.num_devices=12", "data.max_device_size=120",
-    "partition.name=natural", "partition.num_clients=12",
-    "model.name=logreg", "participation.name=uniform", "participation.clients_per_round=4",
-    "client.learning_rate=0.05", "client.batch_size=16", "client.epochs=1",
-    "run.rounds=6", "run.eval_every=1", "run.checkpoint_every=2", "run.progress=false",
-]
