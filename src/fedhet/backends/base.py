@@ -65,8 +65,12 @@ def client_batches(task: FederatedTask, plan: LocalPlan, work: RoundWork, client
     task's device)."""
     start, end = task.client_range(client_id)
     generator = torch_generator(work.seed, "batches", work.round_index, client_id)
-    target = task.device if device is None else device
-    return [(idx + start).to(target) for idx in batch_indices(end - start, plan, generator)]
+    target = task.device if device is None else torch.device(device)
+    batches = [idx + start for idx in batch_indices(end - start, plan, generator)]
+    if target.type == "cpu" or not batches:
+        return batches
+    # One host-to-device copy per client, not one per batch: each copy waits for the GPU's queue.
+    return list(torch.cat(batches).to(target).split([len(idx) for idx in batches]))
 
 
 def augmentation_generator(task: FederatedTask, work: RoundWork, client_id: int) -> torch.Generator | None:

@@ -31,7 +31,10 @@ class SequentialBackend:
 
         deltas = torch.empty(num_clients, spec.dim, dtype=task.dtype, device=task.device)
         steps = torch.empty(num_clients, dtype=torch.int64)
-        losses = torch.empty(num_clients, dtype=torch.float64)
+        # Loss sums stay on the task's device until the end of the round: reading one per client
+        # would wait for the GPU after every client.
+        loss_sums = torch.zeros(num_clients, dtype=torch.float64, device=task.device)
+        num_batches = torch.ones(num_clients, dtype=torch.float64)
         new_states, extras_rows = [], []
         inputs_all, targets_all = task.train.inputs, task.train.targets
         client_states = on_device(work.client_states, task.device)
@@ -45,7 +48,7 @@ class SequentialBackend:
             client_state = slice_states(client_states, k)
             w.copy_(x)
             local = solver.begin(x, client_state, work.broadcast, work.learning_rate)
-            loss_sum = torch.zeros((), dtype=torch.float64, device=task.device)
+            loss_sum = loss_sums[k]         # a view: += accumulates into loss_sums
             for idx in batches:
                 # index_select, not inputs_all[idx]: the same rows, copied 4-5x faster than by
                 # advanced indexing (~20 us less per step on a CPU, 2% of a FedAvg-MLP step).
@@ -71,7 +74,7 @@ class SequentialBackend:
             delta, new_state, extras = solver.finish(x, w, local, client_state, plan.num_steps, work.learning_rate)
             deltas[k] = delta
             steps[k] = plan.num_steps
-            losses[k] = float(loss_sum) / max(len(batches), 1)
+            num_batches[k] = max(len(batches), 1)
             new_states.append(new_state)
             extras_rows.append(extras)
 
@@ -79,6 +82,6 @@ class SequentialBackend:
         for param in model.parameters():
             param.grad = None
         cohort = Cohort(client_ids=work.client_ids, deltas=deltas, num_examples=cohort_sizes(task, work.client_ids),
-                        local_steps=steps,
-                        train_loss=losses, extras=stack_states(extras_rows))
+                        local_steps=steps, train_loss=loss_sums.cpu() / num_batches,
+                        extras=stack_states(extras_rows))
         return cohort, stack_states(new_states)

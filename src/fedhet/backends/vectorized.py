@@ -190,6 +190,10 @@ def train_cohort_vectorized(task: FederatedTask, solver: LocalSolver, work: Roun
     num_clients = int(work.client_ids.numel())
     index, weight, batches, num_steps = padded_round_batches(task, solver, work)
     steps_on_device = num_steps.to(device)
+    # Clients in the order they finish: at step s the finished ones are its first (count of
+    # num_steps <= s) entries, a count known on the host, so freezing them needs no GPU sync (a
+    # nonzero on a device mask would sync every step of a Hybrid round).
+    finish_order = torch.argsort(num_steps, stable=True).to(device)
     client_states = on_device(work.client_states, device)
     inputs_all, targets_all, transform = task.train.inputs, task.train.targets, task.train_transform
     generators = [augmentation_generator(task, work, int(c)) for c in work.client_ids.tolist()]
@@ -221,7 +225,7 @@ def train_cohort_vectorized(task: FederatedTask, solver: LocalSolver, work: Roun
             loss = solver.step(w, x, grad_fn, work.learning_rate, local)
         else:
             # Freeze finished clients: put back their rows of w and of the solver's local context.
-            frozen = torch.nonzero(~active).flatten()
+            frozen = finish_order[:active_list.count(False)]
             saved_w = w[frozen]
             saved_local = snapshot_rows(local, frozen, num_clients)
             loss = solver.step(w, x, grad_fn, work.learning_rate, local)

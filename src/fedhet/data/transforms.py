@@ -48,11 +48,21 @@ def black_fill(mean: Sequence[float], std: Sequence[float]) -> tuple[float, ...]
     return tuple((0.0 - m) / s for m, s in zip(mean, std))
 
 
-def _fill_tensor(fill: float | Sequence[float], channels: int, like: torch.Tensor) -> torch.Tensor:
+def _filled_canvas(fill: float | Sequence[float], like: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """A new ``[B, C, height, width]`` tensor like ``like``, channel ``c`` filled with ``fill[c]``.
+
+    Filled on the device with one kernel per channel: building the fill values as a tensor from a
+    Python list would be a host-to-device copy, i.e. a GPU sync, on every augmented step."""
+    batch, channels = like.shape[:2]
     values = [float(fill)] * channels if isinstance(fill, (int, float)) else [float(v) for v in fill]
     if len(values) != channels:
         raise ValueError(f"fill has {len(values)} values for {channels} channels")
-    return torch.tensor(values, dtype=like.dtype, device=like.device).view(1, channels, 1, 1)
+    canvas = like.new_empty(batch, channels, height, width)
+    if len(set(values)) == 1:
+        return canvas.fill_(values[0])
+    for channel, value in enumerate(values):
+        canvas[:, channel].fill_(value)
+    return canvas
 
 
 def crop_with_offsets(inputs: torch.Tensor, offsets_y: torch.Tensor, offsets_x: torch.Tensor, *,
@@ -68,8 +78,7 @@ def crop_with_offsets(inputs: torch.Tensor, offsets_y: torch.Tensor, offsets_x: 
     batch, channels, height, width = inputs.shape
     if padding == 0:
         return inputs
-    padded = _fill_tensor(fill, channels, inputs).expand(batch, channels, height + 2 * padding,
-                                                         width + 2 * padding).clone()
+    padded = _filled_canvas(fill, inputs, height + 2 * padding, width + 2 * padding)
     padded[:, :, padding:padding + height, padding:padding + width] = inputs
     # unfold makes a view [B, C, 2p+1, 2p+1, H, W] of every window; moving the two offset dims next
     # to the batch dim lets one advanced index copy each image's window ([C, H, W] blocks), with no

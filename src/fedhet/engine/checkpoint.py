@@ -31,7 +31,12 @@ def to_saveable(obj: Any) -> Any:
 
 
 def restore(fresh: Any, saved: Any, device: torch.device | str) -> Any:
-    """``saved`` with stores loaded into the matching fresh stores and tensors moved to ``device``."""
+    """``saved`` with stores loaded into the matching fresh stores and each tensor placed where the
+    fresh run keeps it: on the device of the fresh tensor it replaces, else on ``device``.
+
+    Placement follows the fresh state rather than one device because a GPU run keeps some state on
+    the CPU on purpose (participation draws, FedAWARE's Gram matrix); moving those to the GPU made
+    a resumed run mix devices."""
     if isinstance(saved, dict) and "__client_store__" in saved:
         if not isinstance(fresh, ClientStore):
             raise ValueError("checkpoint holds a per-client store where the configured run has none")
@@ -44,7 +49,7 @@ def restore(fresh: Any, saved: Any, device: torch.device | str) -> Any:
         fresh_seq = fresh if isinstance(fresh, (list, tuple)) and len(fresh) == len(saved) else [None] * len(saved)
         return type(saved)(restore(f, s, device) for f, s in zip(fresh_seq, saved))
     if isinstance(saved, torch.Tensor):
-        return saved.to(device)
+        return saved.to(fresh.device if isinstance(fresh, torch.Tensor) else device)
     return saved
 
 

@@ -24,6 +24,7 @@ from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import local_learning_rate
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.cohort import Cohort
+from fedhet.engine.determinism import deterministic_kernels
 from fedhet.engine.metrics import cohort_metrics
 from fedhet.engine.task import FederatedTask
 from fedhet.participation.base import ParticipationContext
@@ -83,7 +84,12 @@ class Simulator:
         return local_learning_rate(self.solver.options, round_index)
 
     def run_round(self) -> tuple[dict[str, Any], Cohort]:
-        """Run round ``next_round``; returns its metrics record (no evaluation) and the cohort."""
+        """Run round ``next_round``; returns its metrics record (no evaluation) and the cohort.
+        On a GPU the round runs with deterministic cuDNN kernels (:mod:`fedhet.engine.determinism`)."""
+        with deterministic_kernels(self.task.device):
+            return self._run_round()
+
+    def _run_round(self) -> tuple[dict[str, Any], Cohort]:
         task, t = self.task, self.next_round
         client_ids, self.participation_state = self.process.sample(self.participation_state, t,
                                                                    self.participation_context)

@@ -106,8 +106,9 @@ class ServerOptions:
 
 
 def data_size_weights(cohort: Cohort) -> torch.Tensor:
-    """``p_i = n_i / sum_{j in S} n_j`` (ALGORITHMS.md section 0)."""
-    sizes = cohort.num_examples.to(cohort.deltas.dtype)
+    """``p_i = n_i / sum_{j in S} n_j`` (ALGORITHMS.md section 0), on the deltas' device and in their
+    dtype (the sizes are kept on the CPU; on a GPU run ``p @ deltas`` needs both on the GPU)."""
+    sizes = cohort.num_examples.to(device=cohort.deltas.device, dtype=cohort.deltas.dtype)
     return sizes / sizes.sum()
 
 
