@@ -15,7 +15,11 @@ Usage (from the repository root):
 
     .venv/bin/python benchmarks/bench_w.py [--models mlp,cnn] [--repeats 3] [--rounds 30]
         [--impls floor,fedhet-sequential,fedhet-processes,fedhet-vectorized,fedhet-auto,flower,fedlab]
-        [--no-peers] [--timeout 3600] [--out benchmarks/results]
+        [--no-peers] [--timeout 3600] [--out benchmarks/results] [--device cpu|cuda]
+
+``--device cuda`` runs the floor and fedhet's single-process backends on the first GPU (the GPU
+target compares ``fedhet-vectorized`` with ``fedhet-sequential``); Flower, FedLab and the CPU-only
+``processes`` backend are left out there, and the table names the GPU.
 
 Writes ``w-<timestamp>.json`` (every run, the machine, the command line) and ``w-<timestamp>.md``.
 If the peers' environment cannot be built (benchmarks/setup_peers.sh), the peers are skipped and
@@ -43,16 +47,17 @@ FEDHET_PYTHON = ROOT / ".venv" / "bin" / "python"
 PEERS_PYTHON = HERE / ".venv-peers" / "bin" / "python"
 ALL_IMPLS = ["floor", "fedhet-sequential", "fedhet-processes", "fedhet-vectorized", "fedhet-auto", "flower", "fedlab"]
 PEERS = {"flower", "fedlab"}
+CPU_ONLY = PEERS | {"fedhet-processes"}
 
 
-def command_for(impl: str, model: str, rounds: int) -> tuple[list[str], dict[str, str]]:
+def command_for(impl: str, model: str, rounds: int, device: str = "cpu") -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     if impl == "floor":
-        return [str(FEDHET_PYTHON), "impl_floor.py", model, str(rounds)], env
+        return [str(FEDHET_PYTHON), "impl_floor.py", model, str(rounds), device], env
     if impl.startswith("fedhet-"):
         # OMP/MKL thread variables are left to fedhet: it sets its own thread counts.
         env.pop("OMP_NUM_THREADS"), env.pop("MKL_NUM_THREADS")
-        return [str(FEDHET_PYTHON), "impl_fedhet.py", model, impl.split("-", 1)[1], str(rounds)], env
+        return [str(FEDHET_PYTHON), "impl_fedhet.py", model, impl.split("-", 1)[1], str(rounds), device], env
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(HERE / "peers" / "torchvision_standin")])
     return [str(PEERS_PYTHON), f"impl_{impl}.py", model, str(rounds)], env
 
@@ -138,8 +143,8 @@ class TreeSampler(threading.Thread):
             self.done.wait(self.interval)
 
 
-def run_one(impl: str, model: str, rounds: int, timeout: float) -> dict:
-    command, env = command_for(impl, model, rounds)
+def run_one(impl: str, model: str, rounds: int, timeout: float, device: str = "cpu") -> dict:
+    command, env = command_for(impl, model, rounds, device)
     with tempfile.TemporaryFile("w+") as output:
         started = time.perf_counter()
         process = subprocess.Popen(command, cwd=HERE, env=env, stdout=output, stderr=subprocess.STDOUT,
@@ -236,6 +241,16 @@ def markdown(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def gpu_name() -> str:
+    """The first GPU's name from nvidia-smi (the benchmark's own process does not import torch)."""
+    try:
+        result = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=30)
+        return result.stdout.strip().splitlines()[0] if result.returncode == 0 and result.stdout.strip() else "unknown GPU"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown GPU"
+
+
 def machine() -> str:
     cpu = platform.processor() or "unknown CPU"
     try:
@@ -257,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run before it is killed")
     parser.add_argument("--no-peers", action="store_true", help="skip Flower and FedLab")
     parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="where the floor and fedhet compute (cuda: the first GPU; CPU-only implementations are left out)")
     args = parser.parse_args(argv)
     command = shlex.join([sys.executable, *([sys.argv[0]] + (argv if argv is not None else sys.argv[1:]))])
     print(f"bench_w: {command}", flush=True)
@@ -266,6 +283,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown implementations {unknown}; allowed: {', '.join(ALL_IMPLS)}")
     notes = []
+    if args.device == "cuda":
+        left_out = [i for i in impls if i in CPU_ONLY]
+        impls = [i for i in impls if i not in CPU_ONLY]
+        if left_out:
+            notes.append(f"--device cuda: {', '.join(left_out)} left out (CPU-only here).")
+            print(f"bench_w: {notes[-1]}", flush=True)
     if args.no_peers:
         impls = [i for i in impls if i not in PEERS]
     elif PEERS & set(impls):
@@ -277,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     if any(i in PEERS for i in impls):
         notes.append("FedLab 1.3.0 is installed with --no-deps plus pandas, scikit-learn, tqdm, munch, pynvml and "
                      "pillow, and runs with a stand-in torchvision module (benchmarks/peers/torchvision_standin).")
-    meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine(),
+    meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "machine": machine() + (f"; device {gpu_name()}" if args.device == "cuda" else "; device CPU"),
             "load_start": " ".join(f"{v:.2f}" for v in os.getloadavg()), "command": command, "notes": notes,
             "repeats": args.repeats, "rounds": args.rounds}
     runs = []
@@ -285,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         for model in models:
             order = impls[repeat % len(impls):] + impls[:repeat % len(impls)]
             for impl in order:
-                record = run_one(impl, model, args.rounds, args.timeout)
+                record = run_one(impl, model, args.rounds, args.timeout, args.device)
                 record["repeat"] = repeat
                 runs.append(record)
                 shown = f"{record['wall_seconds']:.2f} s" if "wall_seconds" in record else "FAILED: " + record["error"].splitlines()[-1][:200]

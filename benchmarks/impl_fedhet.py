@@ -1,6 +1,6 @@
 """fedhet on workload W through its public API (``run_experiment``), with a chosen backend.
 
-Usage: python impl_fedhet.py mlp|cnn BACKEND [rounds]. The wall time runs from the runner's
+Usage: python impl_fedhet.py mlp|cnn BACKEND [rounds] [cpu|cuda]. The wall time runs from the runner's
 ``on_run_start`` (data loaded, model built, workers not yet started) to the end of the last
 round (its evaluation and the final checkpoint; checkpoints are written at the end only, the floor
 writes none). The plots and summary written after the last round are not counted. Prints the backend the runner announced.
@@ -27,7 +27,7 @@ class Stopwatch(Callback):
         return False
 
 
-def main(model_name: str, backend: str, rounds: int) -> None:
+def main(model_name: str, backend: str, rounds: int, device: str = "cpu") -> None:
     notes = []
     with tempfile.TemporaryDirectory(prefix="fedhet-bench-") as out:
         config = load_config(None, [
@@ -37,7 +37,7 @@ def main(model_name: str, backend: str, rounds: int) -> None:
             "client.name=sgd", f"client.learning_rate={W.LEARNING_RATE}", f"client.batch_size={W.BATCH_SIZE}",
             f"client.epochs={W.LOCAL_EPOCHS}", "server.name=fedavg", "server.learning_rate=1.0",
             f"run.rounds={rounds}", "run.eval_every=1", f"run.eval_batch_size={W.EVAL_BATCH}",
-            f"run.checkpoint_every={rounds}", f"run.backend={backend}", "run.device=cpu",
+            f"run.checkpoint_every={rounds}", f"run.backend={backend}", f"run.device={device}",
             "run.progress=false", f"run.seed={W.SEED}", f"run.out_dir={out}", "run.name=w"])
         stopwatch = Stopwatch()
         summary = run_experiment(config, callbacks=[stopwatch], log=notes.append)
@@ -47,4 +47,5 @@ def main(model_name: str, backend: str, rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else W.ROUNDS)
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else W.ROUNDS,
+         sys.argv[4] if len(sys.argv) > 4 else "cpu")

@@ -3,6 +3,8 @@
 nn.Module + torch.optim.SGD; the data as tensors, minibatches by index (a fresh permutation per
 client and round, as DataLoader(shuffle=True) would draw); the server keeps the global state_dict
 and averages the clients' state_dicts weighted by size. Usage: python impl_floor.py mlp|cnn [rounds]
+[cpu|cuda]; on a GPU the model, the data and the minibatch indices live there (permutations are
+drawn on the CPU, as on a CPU run).
 """
 import sys
 import time
@@ -13,11 +15,12 @@ import torch.nn.functional as F
 import workload as W
 
 
-def main(model_name: str, rounds: int) -> None:
+def main(model_name: str, rounds: int, device_name: str = "cpu") -> None:
     torch.set_num_threads(1)
-    train_x, train_y, test_x, test_y = W.load_fmnist()
+    device = torch.device(device_name)
+    train_x, train_y, test_x, test_y = (t.to(device) for t in W.load_fmnist())
     parts = [torch.from_numpy(p) for p in W.iid_partition()]
-    model = W.make_model(model_name)
+    model = W.make_model(model_name).to(device)
     global_state = {k: v.clone() for k, v in model.state_dict().items()}
     generator = torch.Generator().manual_seed(W.SEED)
     W.warm_up_torch()
@@ -31,7 +34,8 @@ def main(model_name: str, rounds: int) -> None:
             optimizer = torch.optim.SGD(model.parameters(), lr=W.LEARNING_RATE)
             indices = parts[client]
             for _ in range(W.LOCAL_EPOCHS):
-                for batch in indices[torch.randperm(len(indices), generator=generator)].split(W.BATCH_SIZE):
+                order = indices[torch.randperm(len(indices), generator=generator)].to(device)
+                for batch in order.split(W.BATCH_SIZE):
                     optimizer.zero_grad()
                     F.cross_entropy(model(train_x[batch]), train_y[batch]).backward()
                     optimizer.step()
@@ -46,4 +50,4 @@ def main(model_name: str, rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else W.ROUNDS)
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else W.ROUNDS, sys.argv[3] if len(sys.argv) > 3 else "cpu")
