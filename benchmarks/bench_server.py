@@ -2,7 +2,7 @@
 
 1. FedAWARE's full server ``step`` (momentum update of the round's clients, incremental Gram
    matrix, min-norm weights on N x N, the step) at N in {100, 1000} clients and d in {1e5, 1e6}
-   parameters, with 10 clients per round and every client's momentum already set (the state of a
+   parameters, with 10 clients per round (``--per-round``) and every client's momentum already set (the state of a
    run after its first sweep: the Gram matrix and the simplex have all N clients). One torch thread,
    as in a run. Median of ``--steps`` timed steps after the momenta are filled.
 2. A 1000-client FedAU run (server ``fedau``) under heterogeneous participation with the MLP on
@@ -10,7 +10,7 @@
    ``sequential`` backends.
 
 Usage: .venv/bin/python benchmarks/bench_server.py [--sizes 100x1e5,100x1e6,1000x1e5,1000x1e6]
-           [--steps 5] [--fedau-rounds 10] [--skip-fedau] [--out benchmarks/results]
+           [--per-round 10] [--steps 5] [--fedau-rounds 10] [--skip-fedau] [--out benchmarks/results]
 """
 from __future__ import annotations
 
@@ -108,6 +108,7 @@ def fedau_seconds_per_round(backend: str, rounds: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100x1e5,100x1e6,1000x1e5,1000x1e6")
+    parser.add_argument("--per-round", type=int, default=10, help="clients per round in the FedAWARE step")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--fedau-rounds", type=int, default=10)
     parser.add_argument("--skip-fedau", action="store_true")
@@ -118,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
                "load_start": os.getloadavg(), "fedaware": [], "fedau": []}
     for size in [s for s in args.sizes.split(",") if s]:
         n, d = size.split("x")
-        row = fedaware_step_seconds(int(n), int(float(d)), args.steps)
+        row = fedaware_step_seconds(int(n), int(float(d)), args.steps, args.per_round)
         results["fedaware"].append(row)
         print(f"bench_server: FedAWARE step N={row['num_clients']} d={row['dim']:.0e}: "
-              f"{row['step_seconds_median']:.3f} s (median of {args.steps})", flush=True)
+              f"K={row['clients_per_round']}: {row['step_seconds_median']:.3f} s (median of {args.steps})", flush=True)
     if not args.skip_fedau:
         for backend in ("auto", "sequential"):
             row = fedau_seconds_per_round(backend, args.fedau_rounds)
