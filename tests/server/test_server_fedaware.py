@@ -106,6 +106,21 @@ def run_rounds(server, ctx, rounds, params):
 
 # --- the update rule ---------------------------------------------------------------------------------
 
+def test_float32_momenta_are_bitwise_the_out_of_place_formula():
+    # The server updates the momenta in place to save [K, d] temporaries; the roundings must stay
+    # those of (1 - alpha) * m + alpha * g written out.
+    alpha, generator = 0.3, torch.Generator().manual_seed(3)
+    updates = [torch.randn(2, 64, generator=generator) for _ in range(3)]
+    ids = [[0, 1], [1, 2], [0, 1]]
+    ctx = context(3, 64, dtype=torch.float32, store=StoreOptions(dtype="float32"))
+    _, state, _ = run_rounds(fedaware(alpha=alpha), ctx, [cohort(i, g) for i, g in zip(ids, updates)],
+                             torch.zeros(64))
+    expected = torch.zeros(3, 64)
+    for client_ids, g in zip(ids, updates):
+        expected[client_ids] = (1 - alpha) * expected[client_ids] + alpha * g
+    assert torch.equal(state["aggregator"]["momenta"].read_all(), expected)
+
+
 @pytest.mark.parametrize("normalize", [True, False])
 def test_two_rounds_match_the_papers_formulas(normalize):
     alpha, eta = 0.3, 0.7
