@@ -333,7 +333,7 @@ class ProcessPoolBackend:
                                f"(use run.backend = 'vectorized' or 'auto')")
         num_clients = int(work.client_ids.numel())
         if num_clients == 0:
-            return SequentialBackend().train_cohort(task, solver, work)
+            return self._local.train_cohort(task, solver, work)
         pool = self._pool_for(task, solver, work)
         arena = pool.arena
         arena["params"].copy_(work.params)

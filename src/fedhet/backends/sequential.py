@@ -34,7 +34,6 @@ class SequentialBackend:
         # Loss sums stay on the task's device until the end of the round: reading one per client
         # would wait for the GPU after every client.
         loss_sums = torch.zeros(num_clients, dtype=torch.float64, device=task.device)
-        num_batches = torch.ones(num_clients, dtype=torch.float64)
         new_states, extras_rows = [], []
         inputs_all, targets_all = task.train.inputs, task.train.targets
         client_states = on_device(work.client_states, task.device)
@@ -74,7 +73,6 @@ class SequentialBackend:
             delta, new_state, extras = solver.finish(x, w, local, client_state, plan.num_steps, work.learning_rate)
             deltas[k] = delta
             steps[k] = plan.num_steps
-            num_batches[k] = max(len(batches), 1)
             new_states.append(new_state)
             extras_rows.append(extras)
 
@@ -82,6 +80,6 @@ class SequentialBackend:
         for param in model.parameters():
             param.grad = None
         cohort = Cohort(client_ids=work.client_ids, deltas=deltas, num_examples=cohort_sizes(task, work.client_ids),
-                        local_steps=steps, train_loss=loss_sums.cpu() / num_batches,
+                        local_steps=steps, train_loss=loss_sums.cpu() / steps.clamp(min=1).to(torch.float64),
                         extras=stack_states(extras_rows))
         return cohort, stack_states(new_states)

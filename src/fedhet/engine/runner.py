@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import shutil
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import torch
 
+from fedhet.backends.base import usable_cpus
 from fedhet.backends.select import select_backend
 from fedhet.config.schema import ExperimentConfig, config_to_toml, load_config
 from fedhet.data.base import DatasetBundle
@@ -49,14 +49,6 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask, which containers and taskset restrict)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def configure_threads(threads: Optional[int], device: torch.device) -> int:
     """Set torch's intra-op threads: ``run.threads`` when given (capped at the usable CPUs), else one.
 
@@ -65,7 +57,7 @@ def configure_threads(threads: Optional[int], device: torch.device) -> int:
     oversubscription slowed a small MLP loop 50x in measurements here; the multi-process backend
     uses the other cores instead.
     """
-    count = min(threads, available_cpus()) if threads is not None else 1
+    count = usable_cpus(threads) if threads is not None else 1
     torch.set_num_threads(max(1, count))
     return torch.get_num_threads()
 

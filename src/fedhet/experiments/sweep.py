@@ -57,9 +57,9 @@ class SweepResult:
 
 
 def default_jobs() -> int:
-    from fedhet.engine.runner import available_cpus
+    from fedhet.backends.base import usable_cpus
 
-    return available_cpus()
+    return usable_cpus()
 
 
 def check_states(plan: SweepPlan, *, overwrite: bool) -> dict[str, tuple[str, bool]]:
