@@ -17,6 +17,7 @@ import sys
 from typing import Sequence
 
 from fedhet.config.options import ConfigError, describe_options
+from fedhet.errors import FedhetError
 
 EXIT_CONFIG_ERROR = 2
 
@@ -170,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"fedhet: configuration error: {error}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    except (FileExistsError, FileNotFoundError) as error:
+    except (FedhetError, FileExistsError, FileNotFoundError) as error:
         print(f"fedhet: {error}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     except KeyboardInterrupt:

@@ -14,10 +14,12 @@ import types
 import typing
 from typing import Any, Mapping
 
+from fedhet.errors import FedhetError
+
 _MISSING = dataclasses.MISSING
 
 
-class ConfigError(ValueError):
+class ConfigError(FedhetError, ValueError):
     """A configuration value is wrong. ``str(error)`` names the key, the value and what is allowed."""
 
     def __init__(self, key: str, value: Any, allowed: str):

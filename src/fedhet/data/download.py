@@ -19,10 +19,12 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
+from fedhet.errors import FedhetError
+
 _CHUNK_BYTES = 1 << 20
 
 
-class DownloadError(OSError):
+class DownloadError(FedhetError, OSError):
     """A file could not be downloaded (offline, unreachable, HTTP error, interrupted transfer)."""
 
 

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from fedhet.data.errors import DatasetFileError
+from fedhet.errors import FedhetError
 from fedhet.io import atomic_write_bytes
 
 # Type code -> big-endian NumPy dtype, as listed in the format description above.
@@ -58,7 +59,7 @@ SYSTEM_DATA_DIRS: dict[str, tuple[str, ...]] = {
 }
 
 
-class DatasetNotFoundError(FileNotFoundError):
+class DatasetNotFoundError(FedhetError, FileNotFoundError):
     """None of the searched directories holds a complete set of a dataset's files.
 
     The message lists every directory searched and what each lacked.

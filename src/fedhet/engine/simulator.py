@@ -27,12 +27,13 @@ from fedhet.engine.cohort import Cohort
 from fedhet.engine.determinism import deterministic_kernels
 from fedhet.engine.metrics import cohort_metrics
 from fedhet.engine.task import FederatedTask
+from fedhet.errors import FedhetError
 from fedhet.participation.base import ParticipationContext
 from fedhet.server.base import ServerContext
 from fedhet.store import ClientStore, StoreOptions
 
 
-class TrainingDivergedError(RuntimeError):
+class TrainingDivergedError(FedhetError, RuntimeError):
     """The model became non-finite; the last good checkpoint is kept."""
 
 

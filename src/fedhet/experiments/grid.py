@@ -28,6 +28,7 @@ from typing import Any, Optional, Sequence
 
 from fedhet.config.options import ConfigError
 from fedhet.config.schema import SECTIONS, parse_override, read_toml_file
+from fedhet.errors import FedhetError
 
 # Characters kept in run names; anything else becomes "_" so a name is one safe path component.
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]")
@@ -35,7 +36,7 @@ _VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 RUN_NAME_SEPARATOR = "__"
 
 
-class SweepError(ValueError):
+class SweepError(FedhetError, ValueError):
     """A sweep cannot be planned or run as asked; the message names what is wrong."""
 
 

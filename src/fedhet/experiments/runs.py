@@ -15,10 +15,11 @@ from typing import Any, Callable, Optional, Sequence
 from fedhet.config.options import ConfigError
 from fedhet.config.schema import ExperimentConfig, load_config
 from fedhet.engine.callbacks import read_metrics
+from fedhet.errors import FedhetError
 from fedhet.experiments.plan import SWEEP_FILE, SWEEP_RUN_FILE, read_summary, summary_is_complete
 
 
-class RunDirectoryError(ValueError):
+class RunDirectoryError(FedhetError, ValueError):
     """A path given to the report is not a usable run directory; the message says why."""
 
 
