@@ -57,8 +57,9 @@ class RunOptions:
     def validate(self, section: str) -> None:
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device):
             raise ConfigError(f"{section}.device", self.device, "allowed: auto, cpu, cuda, cuda:N, mps")
-        if not self.name or "/" in self.name or self.name in (".", ".."):
-            raise ConfigError(f"{section}.name", self.name, "a non-empty name without '/'")
+        from fedhet.names import check_name  # here, not at the top: fedhet.names imports this package
+
+        check_name(f"{section}.name", self.name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,10 +212,24 @@ def _toml_value(value: Any) -> str:
             return "inf" if value > 0 else "-inf"
         return repr(value)
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return _toml_string(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     raise TypeError(f"cannot write {value!r} to TOML")
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string: backslash, quote and every control character escaped, so that any
+    string (a path with a newline in it included) gives valid TOML that reads back the same."""
+    out = []
+    for char in text:
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
 
 
 def config_to_toml(config: ExperimentConfig) -> str:
