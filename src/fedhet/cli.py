@@ -7,7 +7,9 @@
     fedhet sweep CONFIG [--grid key=v1,v2 ...] [--seeds 1,2,3] [--variants FILE] [--jobs N] ...
     fedhet report RUN_DIR... --out DIR [--target 0.8] [--group-by KEY,...]
 
-Configuration errors exit with status 2 and a message naming the key, the value and what is allowed.
+Errors print one line, ``fedhet: ...``: configuration and input errors exit with status 2 (the message
+names the key, the value and what is allowed), file-system errors (disk full, read-only) with 1, bugs
+with 3; ``fedhet --debug COMMAND ...`` shows the traceback instead (see fedhet.error_lines).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import sys
 from typing import Sequence
 
 from fedhet.config.options import ConfigError, describe_options
-from fedhet.errors import FedhetError
+from fedhet.error_lines import error_line
 
 EXIT_CONFIG_ERROR = 2
 
@@ -143,6 +145,8 @@ def _add_experiment_commands(sub) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fedhet", description="Federated optimisation under heterogeneity.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error (default: one line, 'fedhet: ...')")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an experiment, or resume one")
     run.add_argument("config", nargs="?", help="TOML experiment file")
@@ -168,15 +172,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except ConfigError as error:
-        print(f"fedhet: configuration error: {error}", file=sys.stderr)
-        return EXIT_CONFIG_ERROR
-    except (FedhetError, FileExistsError, FileNotFoundError) as error:
-        print(f"fedhet: {error}", file=sys.stderr)
-        return EXIT_CONFIG_ERROR
     except KeyboardInterrupt:
         print("fedhet: interrupted; resume with `fedhet run --resume RUN_DIR`", file=sys.stderr)
         return 130
+    except Exception as error:
+        # One line per error, tracebacks only with --debug (fedhet.error_lines states the rule).
+        if args.debug:
+            raise
+        line, status = error_line(error)
+        print(line, file=sys.stderr)
+        return status
 
 
 if __name__ == "__main__":
