@@ -4,8 +4,8 @@ The rule (docs/reliability.md, "Inputs and errors"):
 
 - a user error is one the user can fix without changing fedhet: a :class:`~fedhet.errors.FedhetError`
   (bad configuration, dataset file, diverged run, ...), or an :class:`OSError` from the file system
-  (no space left, read-only file system, permission denied, a file where a directory is expected).
-  It prints as one line and exits with :data:`EXIT_USER_ERROR` (configuration and input errors) or
+  (no space left, read-only file system, permission denied, a file where a directory is expected),
+  or running out of memory. It prints as one line and exits with :data:`EXIT_USER_ERROR` (configuration and input errors) or
   :data:`EXIT_OS_ERROR` (the file system refused);
 - anything else is a bug in fedhet. It too prints one line, naming the exception type and saying
   to rerun with ``--debug``, and exits with :data:`EXIT_INTERNAL_ERROR`: a traceback would bury the
@@ -41,8 +41,12 @@ _OS_HINTS = {
 
 def one_line(text: str) -> str:
     """``text`` with its line breaks (and the indentation after them) replaced by ``"; "``."""
-    parts = [part.strip() for part in str(text).splitlines()]
-    return "; ".join(part for part in parts if part)
+    parts = [part.strip() for part in str(text).splitlines() if part.strip()]
+    line = ""
+    for index, part in enumerate(parts):
+        # "Searched:" followed by a list reads "Searched: a; b", not "Searched:; a; b".
+        line += part if index == 0 else (" " if line.endswith(":") else "; ") + part
+    return line
 
 
 def os_error_text(error: OSError) -> str:
@@ -59,8 +63,22 @@ def os_error_text(error: OSError) -> str:
     return one_line(f"{' -> '.join(paths)}: {reason}")
 
 
+def is_out_of_memory(error: BaseException) -> bool:
+    """Python's MemoryError, PyTorch's GPU out-of-memory error, or its CPU allocator's failure
+    (a RuntimeError whose message is the only mark it has)."""
+    if isinstance(error, MemoryError):
+        return True
+    try:
+        import torch
+        if isinstance(error, torch.OutOfMemoryError):
+            return True
+    except (ImportError, AttributeError):  # pragma: no cover - torch is a dependency
+        pass
+    return isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+
+
 def is_user_error(error: BaseException) -> bool:
-    return isinstance(error, (FedhetError, OSError))
+    return isinstance(error, (FedhetError, OSError)) or is_out_of_memory(error)
 
 
 def error_line(error: BaseException) -> tuple[str, int]:
@@ -75,6 +93,9 @@ def error_line(error: BaseException) -> tuple[str, int]:
         return f"fedhet: {one_line(str(error))}", EXIT_USER_ERROR
     if isinstance(error, OSError):
         return f"fedhet: {os_error_text(error)}", EXIT_OS_ERROR
+    if is_out_of_memory(error):
+        return (f"fedhet: out of memory ({one_line(str(error))[:300]}); use fewer clients or rounds, a smaller "
+                f"run.store_dtype or run.store_mmap = true"), EXIT_OS_ERROR
     kind = type(error).__name__
     text = one_line(str(error))
     return (f"fedhet: internal error ({kind}{': ' + text if text else ''}); this is a bug in fedhet, "

@@ -53,6 +53,10 @@ class RunOptions:
                                    "'auto' = run.dtype")
     store_mmap: bool = option(False, help="keep per-client memories in memory-mapped files in the run directory")
     progress: bool = option(True, help="show a progress bar")
+    resource_check: str = option("error", choices=("error", "warn", "off"),
+                                 help="memory and disk estimated before the run (stores, Gram matrix, participation "
+                                      "log): 'error' refuses a run that needs more than the machine has, 'warn' "
+                                      "only warns, 'off' skips the estimate")
 
     def validate(self, section: str) -> None:
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device):

@@ -31,6 +31,7 @@ from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.callbacks import (Callback, CheckpointCallback, MetricsWriter, ProgressBar, TargetAccuracy,
                                      read_metrics, rewrite_metrics)
 from fedhet.engine.simulator import Simulator, TrainingDivergedError
+from fedhet.engine.preflight import check_run_resources, write_data_files
 from fedhet.engine.summary import summarize
 from fedhet.engine.task import FederatedTask, build_task, evaluate
 from fedhet.io import atomic_torch_save, atomic_write_json, atomic_write_text
@@ -228,6 +229,7 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
     device = resolve_device(config.run.device)
     configure_threads(config.run.threads, device)
     federation = build_federation(config, device)
+    check_run_resources(config, federation.task, run_dir, log)
     handle = RunHandle(config, run_dir, federation, log)
     metrics_path = run_dir / "metrics.jsonl"
     if resume:
@@ -237,6 +239,7 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
         log(f"resuming {run_dir} after round {handle.next_round}")
     else:
         atomic_write_text(run_dir / "config.toml", config_to_toml(config))
+        write_data_files(run_dir, config, federation.bundle)
         rewrite_metrics(metrics_path, [])
         _write_run_artifacts(handle)
         # A round-0 checkpoint: a run killed before its first periodic checkpoint still resumes.
