@@ -194,6 +194,8 @@ def read_toml_file(path: str | Path, *, key: str) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(key, str(path), f"not valid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(key, str(path), f"not UTF-8 text ({error.reason} at byte {error.start})") from None
 
 
 def load_config(path: str | Path | None, overrides: list[str] | Mapping[str, Any] = ()) -> ExperimentConfig:
