@@ -153,6 +153,12 @@ def measure_server_state(server: Any, *, num_clients: int, dim: int, dtype: torc
     return _stores_in(state), _tensor_bytes(state)
 
 
+def participation_log_bytes(rounds: int, num_clients: int) -> int:
+    """Bytes of the participation log as :class:`fedhet.engine.simulator.Simulator` keeps it: a
+    preallocated ``[rounds, N]`` bool tensor. Change this with the log's layout."""
+    return rounds * num_clients
+
+
 def estimate_needs(*, num_clients: int, dim: int, rounds: int, compute_dtype: torch.dtype, store_dtype: str,
                    store_mmap: bool, store_device: str, client_state_names: Iterable[str],
                    server_stores: Iterable[_StoreRequest] = (),
@@ -171,7 +177,7 @@ def estimate_needs(*, num_clients: int, dim: int, rounds: int, compute_dtype: to
                               device=store_device))
     for what, size in (server_tensors or {}).items():
         needs.append(Need(f"server state {what}", memory=size, disk=CHECKPOINTS_KEPT * size))
-    log_bytes = rounds * num_clients
+    log_bytes = participation_log_bytes(rounds, num_clients)
     needs.append(Need(f"participation log [{rounds} x {num_clients}]", memory=log_bytes,
                       disk=CHECKPOINTS_KEPT * log_bytes))
     model_bytes = dim * torch.empty(0, dtype=compute_dtype).element_size()
