@@ -258,11 +258,3 @@ def needs_for_run(config: Any, task: Any) -> tuple[list[Need], Optional[str]]:
                            server_stores=stores, server_tensors=tensor_bytes)
     return needs, unmeasured
 
-
-def total(needs: Iterable[Need], attribute: str) -> int:
-    return sum(getattr(n, attribute) for n in needs)
-
-
-__all__ = ["Need", "ResourceLimitError", "available_disk", "available_memory", "check_resources",
-           "estimate_needs", "format_bytes", "measure_server_state", "needs_for_run", "resource_problems",
-           "total"]
