@@ -39,29 +39,37 @@ def divergence_reason(cohort: Cohort, diagnostics: Mapping[str, float], server_m
     ``diagnostics`` are the round's :func:`fedhet.engine.metrics.cohort_metrics` (update norms
     computed in the uploads' dtype), ``server_metrics`` what the server's step returned.
     """
+    # The healthy path reads one small tensor back from the device (one synchronisation a round).
+    device = params_after.device
+    checks = [torch.isfinite(params_after).all()]
+    if len(cohort):
+        checks += [torch.isfinite(cohort.train_loss.detach()).all().to(device),
+                   torch.isfinite(cohort.deltas).all().to(device),
+                   params_before.detach().double().norm().to(device)]
+    values = torch.stack([check.to(torch.float64) for check in checks]).tolist()
+    model_finite = bool(values[0])
     reasons = []
     if len(cohort):
-        losses = cohort.train_loss.detach()
-        bad_loss = ~torch.isfinite(losses)
-        if bool(bad_loss.any()):
-            clients = cohort.client_ids[bad_loss.to(cohort.client_ids.device)].tolist()
+        losses_finite, deltas_finite, model_norm = bool(values[1]), bool(values[2]), values[3]
+        if not losses_finite:
+            bad = ~torch.isfinite(cohort.train_loss.detach())
+            clients = cohort.client_ids[bad.to(cohort.client_ids.device)].tolist()
             reasons.append(f"training loss non-finite for clients {_few(clients)}")
-        if not bool(torch.isfinite(cohort.deltas).all()):
-            reasons.append("client updates hold NaN or Inf")
         max_norm = diagnostics.get("max_update_norm")
-        if max_norm is not None:
-            if _bad(max_norm):
-                reasons.append(f"client update norm overflowed {str(cohort.deltas.dtype).removeprefix('torch.')} "
-                               f"(max_update_norm = {max_norm})")
-            else:
-                scale = max(1.0, float(params_before.detach().double().norm()))
-                if max_norm > EXPLOSION_RATIO * scale:
-                    reasons.append(f"client update norm {max_norm:.3g} exploded (more than {EXPLOSION_RATIO:g} "
-                                   f"times max(1, model norm {scale:.3g}))")
+        if not deltas_finite:
+            reasons.append("client updates hold NaN or Inf")
+        elif max_norm is not None and _bad(max_norm):
+            reasons.append(f"client update norm overflowed {str(cohort.deltas.dtype).removeprefix('torch.')} "
+                           f"(max_update_norm = {max_norm})")
+        elif max_norm is not None:
+            scale = max(1.0, model_norm)
+            if max_norm > EXPLOSION_RATIO * scale:
+                reasons.append(f"client update norm {max_norm:.3g} exploded (more than {EXPLOSION_RATIO:g} "
+                               f"times max(1, model norm {scale:.3g}))")
     for key, value in server_metrics.items():
         if key.endswith("_norm") and isinstance(value, (int, float)) and _bad(float(value)):
             reasons.append(f"server {key} = {value}")
-    if not bool(torch.isfinite(params_after).all()):
+    if not model_finite:
         reasons.append("the model became non-finite (NaN or Inf)")
     if not reasons:
         return None
