@@ -35,9 +35,9 @@ SWEEP_FILE = "sweep.json"              # in the sweep directory: the plan and th
 NEW, RESUME, FINISHED = "new", "resume", "finished"    # the states of a run directory (run_state)
 # Room left in a run name (fedhet.names.MAX_NAME_LENGTH) for the variant, grid values and seed.
 BASE_NAME_MAX_LENGTH = 100
-# Keys that do not change what a run computes (progress bar, torch threads) or only say where the
+# Keys that do not change what a run computes (progress bar, torch threads, the resource check) or only say where the
 # directory lives (the same --out spelled relative or absolute); a saved config may differ in these.
-_INCIDENTAL_KEYS = ("run.progress", "run.threads", "run.out_dir")
+_INCIDENTAL_KEYS = ("run.progress", "run.threads", "run.out_dir", "run.resource_check")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,7 +189,7 @@ def summary_is_complete(summary: Optional[Mapping[str, Any]], total_rounds: int)
 
 
 def config_differences(saved: ExperimentConfig, planned: ExperimentConfig) -> list[str]:
-    """Dotted keys whose values differ (``run.progress``, ``run.threads``, ``run.out_dir`` ignored)."""
+    """Dotted keys whose values differ (the incidental keys above, such as ``run.progress``, ignored)."""
     a, b = saved.to_flat_dict(), planned.to_flat_dict()
     return sorted(key for key in set(a) | set(b) if key not in _INCIDENTAL_KEYS and a.get(key) != b.get(key))
 
