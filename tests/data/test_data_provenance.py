@@ -37,3 +37,4 @@ def test_finding_9_generated_data_records_no_files(tmp_path):
     run_experiment(load_config(None, [*SMALL, f"run.out_dir={tmp_path}", "run.name=s", "run.rounds=1"]))
     record = json.loads((tmp_path / "s" / DATA_FILES_NAME).read_text())
     assert record["dataset"] == "synthetic" and record["files"] == [] and record["root"] is None
+
