@@ -30,8 +30,8 @@ from fedhet.data.base import DatasetBundle
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.callbacks import (Callback, CheckpointCallback, MetricsWriter, ProgressBar, TargetAccuracy,
                                      read_metrics, rewrite_metrics)
-from fedhet.engine.simulator import Simulator, TrainingDivergedError
 from fedhet.engine.preflight import check_run_resources, write_data_files
+from fedhet.engine.simulator import Simulator, TrainingDivergedError
 from fedhet.engine.summary import summarize
 from fedhet.engine.task import FederatedTask, build_task, evaluate
 from fedhet.io import atomic_torch_save, atomic_write_json, atomic_write_text
