@@ -17,18 +17,17 @@ import sys
 from typing import Sequence
 
 from fedhet.config.options import ConfigError, describe_options
+from fedhet.engine.summary import CLIENT_SUMMARY_KEYS
 from fedhet.errors import FedhetError
+from fedhet.logs import NORMAL, QUIET, VERBOSE, configure_cli_logging
 
 EXIT_CONFIG_ERROR = 2
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def _print_summary(summary: dict) -> None:
     keys = ["name", "algorithm", "rounds", "final_accuracy", "best_accuracy", "last10_accuracy", "e_ludd",
             "rounds_to_target", "wall_seconds", "seconds_per_round", "backend", "device"]
+    keys += [key for key in CLIENT_SUMMARY_KEYS if key in summary]
     width = max(len(k) for k in keys)
     for key in keys:
         value = summary.get(key)
@@ -43,7 +42,7 @@ def _command_run(args: argparse.Namespace) -> int:
     if args.resume:
         if args.config or args.set:
             raise ConfigError("--resume", args.resume, "resume takes only the run directory (its config.toml is used)")
-        summary = resume_run(args.resume, log=_log)
+        summary = resume_run(args.resume)
     else:
         if not args.config:
             raise ConfigError("config", None, "give a TOML config file, or --resume RUN_DIR")
@@ -51,7 +50,7 @@ def _command_run(args: argparse.Namespace) -> int:
         if args.quiet:
             from dataclasses import replace
             config = replace(config, run=replace(config.run, progress=False))
-        summary = run_experiment(config, overwrite=args.overwrite, log=_log)
+        summary = run_experiment(config, overwrite=args.overwrite)
     _print_summary(summary)
     return 0
 
@@ -149,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a config value")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
     run.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--quiet", action="store_true", help="no progress bar; print warnings only")
     run.set_defaults(handler=_command_run)
     check = sub.add_parser("check", help="validate a config and print it resolved")
     check.add_argument("config", nargs="?")
@@ -160,12 +159,26 @@ def build_parser() -> argparse.ArgumentParser:
     options.add_argument("name", nargs="?")
     options.set_defaults(handler=_command_options)
     _add_experiment_commands(sub)
+    for command in sub.choices.values():
+        _add_verbosity(command)
     return parser
+
+
+def _add_verbosity(command: argparse.ArgumentParser) -> None:
+    """``--quiet`` (warnings only) and ``--verbose`` (debug messages) on a subcommand that lacks them."""
+    flags = {flag for action in command._actions for flag in action.option_strings}
+    if "--quiet" not in flags:
+        command.add_argument("--quiet", action="store_true", help="print warnings only")
+    if "--verbose" not in flags:
+        command.add_argument("--verbose", action="store_true", help="also print debug messages")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.quiet and args.verbose:
+        parser.error("--quiet and --verbose exclude each other")
+    configure_cli_logging(QUIET if args.quiet else VERBOSE if args.verbose else NORMAL)
     try:
         return args.handler(args)
     except ConfigError as error:
