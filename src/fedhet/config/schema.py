@@ -39,13 +39,19 @@ class RunOptions:
     seed: int = option(1, ge=0, help="run seed; every random stream is derived from it")
     eval_every: int = option(1, ge=1, help="evaluate on the test set every this many rounds (and at the last round)")
     out_dir: str = option("runs", help="directory that holds run directories")
-    device: str = option("auto", help="'auto' (a GPU when present, else CPU), 'cpu', 'cuda' or 'cuda:N'")
+    device: str = option("auto", help="'auto' (a CUDA GPU when present, else CPU), 'cpu', 'cuda', 'cuda:N' or 'mps'")
     backend: str = option("auto", choices=("auto", "sequential", "vectorized", "processes"),
-                          help="execution backend; 'auto' picks the fastest for the device and model")
-    threads: Optional[int] = option(None, ge=1, help="torch intra-op threads (capped at the CPUs this process may "
-                                                     "use); default: one (the processes backend uses the other cores)")
+                          help="execution backend; 'auto': vectorized on a GPU, processes on a CPU with "
+                               "two or more usable cores and a model big enough, else sequential (the run logs the "
+                               "choice and why); the numbers are the same (to rounding for vectorized)")
+    threads: Optional[int] = option(None, ge=1, help="CPUs the run may keep busy (capped at those this process may "
+                                                     "use): this process's torch threads and the processes backend's "
+                                                     "process count; default: one torch thread, and the processes "
+                                                     "backend uses every usable CPU")
     dtype: str = option("float32", choices=("float32", "float64"), help="parameter and compute dtype")
-    eval_batch_size: int = option(2000, ge=1, help="test-set batch size for evaluation")
+    eval_batch_size: int = option(2000, ge=1, help="most examples per forward pass of an evaluation (test set, "
+                                                   "per-client); on a CPU fewer, so that the model's largest "
+                                                   "activation stays within 8 MiB")
     checkpoint_every: int = option(10, ge=1, help="write the checkpoint every this many rounds (and at the end)")
     target_accuracy: Optional[float] = option(None, gt=0, le=1,
                                               help="accuracy whose first reaching round is reported (rounds to target)")
@@ -54,7 +60,7 @@ class RunOptions:
                               help="storage dtype of per-client memories (momenta, control variates, ...); "
                                    "'auto' = run.dtype")
     store_mmap: bool = option(False, help="keep per-client memories in memory-mapped files in the run directory")
-    progress: bool = option(True, help="show a progress bar")
+    progress: bool = option(True, help="show progress: a bar on a terminal, else a line every 10% of the rounds")
     client_eval_every: int = option(0, ge=0, help="evaluate the global model on every client's own data every this "
                                                "many rounds (and at the last round; those rounds are also evaluated "
                                                "on the test set); 0 (default): off")
