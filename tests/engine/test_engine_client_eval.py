@@ -140,3 +140,22 @@ def test_holdout_run_trains_on_the_rest_and_reports_every_client(small_config, t
     assert saved["data"] == "holdout" and len(saved["accuracy"]) == 12
     assert all(n >= 1 for n in saved["num_examples"])
     assert all(0 <= a <= 1 for a in saved["accuracy"])
+
+
+def test_resumed_run_with_client_evaluation_equals_uninterrupted(small_config, tmp_path):
+    from fedhet.engine.runner import resume_run, run_experiment
+    from small_run import StopAfter
+
+    on = ["run.rounds=4", "run.client_eval_every=2", "data.client_test_fraction=0.25"]
+    run_experiment(small_config(*on, "run.name=full"))
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(small_config(*on, "run.name=cut"), callbacks=[StopAfter(3)])
+    resume_run(tmp_path / "cut")
+
+    def values(name):
+        return [{k: v for k, v in r.items() if k != "wall_seconds"} for r in _metrics(tmp_path / name)]
+
+    assert values("full") == values("cut")
+    assert "client_accuracy_worst10" in values("cut")[-1]
+    assert (json.loads((tmp_path / "full" / "client_accuracy.json").read_text())
+            == json.loads((tmp_path / "cut" / "client_accuracy.json").read_text()))

@@ -176,6 +176,9 @@ def report_to_json(report: Report) -> dict[str, Any]:
                                       "reached": t.reached, "n": t.n, "values": list(t.values)}
                                      for t in row.targets],
             } for row in rs.rows],
+            "client_accuracy": [{"name": row.name, "seeds": row.seeds, "rounds": list(row.rounds),
+                                 "metrics": {name: stat(s) for name, s in row.stats.items()}}
+                                for row in rs.client_rows],
         } for rs in report.sections],
     }
 
