@@ -177,7 +177,7 @@ def _add_verbosity(command: argparse.ArgumentParser) -> None:
     if "--quiet" not in flags:
         command.add_argument("--quiet", action="store_true", help="print warnings only")
     if "--verbose" not in flags:
-        command.add_argument("--verbose", action="store_true", help="also print debug messages")
+        command.add_argument("--verbose", action="store_true", help="print every message, debug ones included")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,7 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quiet and args.verbose:
         parser.error("--quiet and --verbose exclude each other")
-    configure_cli_logging(QUIET if args.quiet else VERBOSE if args.verbose else NORMAL)
+    # A sweep's terminal shows its progress view; the runs' own messages are in their sweep.log files.
+    default = QUIET if args.command == "sweep" else NORMAL
+    configure_cli_logging(QUIET if args.quiet else VERBOSE if args.verbose else default)
     try:
         return args.handler(args)
     except ConfigError as error:
