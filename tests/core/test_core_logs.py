@@ -45,7 +45,9 @@ def _small_toml(tmp_path: Path) -> Path:
 def test_cli_prints_info_unless_quiet(tmp_path, capsys, restore_fedhet_logger, flag, shown):
     config = _small_toml(tmp_path)
     assert main(["run", str(config), "--overwrite", *([flag] if flag else [])]) == 0
-    assert ("backend: " in capsys.readouterr().err) is shown
+    err = capsys.readouterr().err
+    assert ("backend: " in err) is shown
+    assert ("torch thread(s)" in err) is (flag == "--verbose")       # a DEBUG message
     expected = {None: logging.INFO, "--quiet": logging.WARNING, "--verbose": logging.DEBUG}[flag]
     assert logging.getLogger("fedhet").level == expected
 

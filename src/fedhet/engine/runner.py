@@ -200,8 +200,12 @@ class RunHandle:
     def evaluate_clients(self, round_number: int) -> dict[str, float]:
         """Per-client accuracies of the current model: their statistics for the record; the
         accuracies themselves go to ``client_accuracy.json`` (the latest evaluated round)."""
+        started = time.perf_counter()
         accuracies = client_eval.client_accuracies(self.task, self.simulator.params, self.client_eval_set,
                                                    batch_size=self.config.run.eval_batch_size)
+        logger.debug("round %d: per-client evaluation of %d clients (%d examples) took %.3f s", round_number,
+                     self.client_eval_set.num_clients, int(self.client_eval_set.counts.sum()),
+                     time.perf_counter() - started)
         atomic_write_json(self.run_dir / "client_accuracy.json",
                           {"round": round_number, "data": self.client_eval_set.source,
                            "num_examples": self.client_eval_set.counts.tolist(),
@@ -272,7 +276,8 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     device = resolve_device(config.run.device)
-    configure_threads(config.run.threads, device)
+    threads = configure_threads(config.run.threads, device)
+    logger.debug("device %s, %d torch thread(s), run directory %s", device, threads, run_dir)
     federation = build_federation(config, device)
     handle = RunHandle(config, run_dir, federation, log)
     metrics_path = run_dir / "metrics.jsonl"
