@@ -158,12 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress bar; print warnings only")
     run.set_defaults(handler=_command_run)
     check = sub.add_parser("check", help="validate a config and print it resolved")
-    check.add_argument("config", nargs="?")
-    check.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE")
+    check.add_argument("config", nargs="?", help="TOML experiment file (none: every default)")
+    check.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a config value")
     check.set_defaults(handler=_command_check)
     options = sub.add_parser("options", help="list components and their options")
-    options.add_argument("section", nargs="?")
-    options.add_argument("name", nargs="?")
+    options.add_argument("section", nargs="?", help="run, data, partition, model, participation, client or server "
+                                                    "(none: all)")
+    options.add_argument("name", nargs="?", help="one component of the section (none: all)")
     options.set_defaults(handler=_command_options)
     _add_experiment_commands(sub)
     for command in sub.choices.values():
