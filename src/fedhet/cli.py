@@ -19,18 +19,17 @@ import sys
 from typing import Sequence
 
 from fedhet.config.options import ConfigError, describe_options
+from fedhet.engine.summary import CLIENT_SUMMARY_KEYS
 from fedhet.error_lines import error_line
+from fedhet.logs import NORMAL, QUIET, VERBOSE, configure_cli_logging
 
 EXIT_CONFIG_ERROR = 2
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def _print_summary(summary: dict) -> None:
     keys = ["name", "algorithm", "rounds", "final_accuracy", "best_accuracy", "last10_accuracy", "e_ludd",
             "rounds_to_target", "wall_seconds", "seconds_per_round", "backend", "device"]
+    keys += [key for key in CLIENT_SUMMARY_KEYS if key in summary]
     width = max(len(k) for k in keys)
     for key in keys:
         value = summary.get(key)
@@ -45,7 +44,7 @@ def _command_run(args: argparse.Namespace) -> int:
     if args.resume:
         if args.config or args.set:
             raise ConfigError("--resume", args.resume, "resume takes only the run directory (its config.toml is used)")
-        summary = resume_run(args.resume, log=_log)
+        summary = resume_run(args.resume)
     else:
         if not args.config:
             raise ConfigError("config", None, "give a TOML config file, or --resume RUN_DIR")
@@ -53,7 +52,7 @@ def _command_run(args: argparse.Namespace) -> int:
         if args.quiet:
             from dataclasses import replace
             config = replace(config, run=replace(config.run, progress=False))
-        summary = run_experiment(config, overwrite=args.overwrite, log=_log)
+        summary = run_experiment(config, overwrite=args.overwrite)
     _print_summary(summary)
     return 0
 
@@ -85,6 +84,13 @@ def _command_options(args: argparse.Namespace) -> int:
             print(f"{title}  {summary}".rstrip())
             for key, type_name, default, text in describe_options(cls):
                 print(f"    {section}.{key} ({type_name}, default {json.dumps(default, default=str)}): {text}")
+            print()
+        if section == "data":
+            from fedhet.config.client_eval import DataSplitOptions
+
+            print("[data]  keys every dataset takes")
+            for key, type_name, default, text in describe_options(DataSplitOptions):
+                print(f"    data.{key} ({type_name}, default {json.dumps(default, default=str)}): {text}")
             print()
     return 0
 
@@ -153,23 +159,40 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a config value")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
     run.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--quiet", action="store_true", help="no progress bar; print warnings only")
     run.set_defaults(handler=_command_run)
     check = sub.add_parser("check", help="validate a config and print it resolved")
-    check.add_argument("config", nargs="?")
-    check.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE")
+    check.add_argument("config", nargs="?", help="TOML experiment file (none: every default)")
+    check.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a config value")
     check.set_defaults(handler=_command_check)
     options = sub.add_parser("options", help="list components and their options")
-    options.add_argument("section", nargs="?")
-    options.add_argument("name", nargs="?")
+    options.add_argument("section", nargs="?", help="run, data, partition, model, participation, client or server "
+                                                    "(none: all)")
+    options.add_argument("name", nargs="?", help="one component of the section (none: all)")
     options.set_defaults(handler=_command_options)
     _add_experiment_commands(sub)
+    for command in sub.choices.values():
+        _add_verbosity(command)
     return parser
+
+
+def _add_verbosity(command: argparse.ArgumentParser) -> None:
+    """``--quiet`` (warnings only) and ``--verbose`` (debug messages) on a subcommand that lacks them."""
+    flags = {flag for action in command._actions for flag in action.option_strings}
+    if "--quiet" not in flags:
+        command.add_argument("--quiet", action="store_true", help="print warnings only")
+    if "--verbose" not in flags:
+        command.add_argument("--verbose", action="store_true", help="print every message, debug ones included")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.quiet and args.verbose:
+        parser.error("--quiet and --verbose exclude each other")
+    # A sweep's terminal shows its progress view; the runs' own messages are in their sweep.log files.
+    default = QUIET if args.command == "sweep" else NORMAL
+    configure_cli_logging(QUIET if args.quiet else VERBOSE if args.verbose else default)
     try:
         return args.handler(args)
     except KeyboardInterrupt:

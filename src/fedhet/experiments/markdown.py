@@ -79,6 +79,14 @@ def render_markdown(report: "Report", *, relative_to: Path) -> str:
             if link:
                 lines.append(f"![{_escape(alt)}]({link})")
         lines.append("")
+        if section.client_rows:
+            from fedhet.experiments.client_report import COLUMN_TITLES, NOTE, row_cells
+
+            lines += ["### Per-client accuracy", "", NOTE, "", "| " + " | ".join(COLUMN_TITLES) + " |",
+                      "|" + "|".join("---" for _ in COLUMN_TITLES) + "|"]
+            lines += ["| " + " | ".join(_escape(c) for c in row_cells(row)) + " |" for row in section.client_rows]
+            link = _link(section.client_plot, relative_to)
+            lines += [""] + ([f"![per-client accuracy]({link})", ""] if link else [])
     return "\n".join(lines)
 
 
