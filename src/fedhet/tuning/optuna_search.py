@@ -90,8 +90,9 @@ def optuna_trials(settings, runner, journal_path: Path, make_record: Callable[..
         if running:
             # Interrupted before: finish them with the values they were given (their runs resume).
             batch = [(t._trial_id, t.number, dict(t.params)) for t in running]
+            reported = {t.number: set(t.intermediate_values) for t in running}
         else:
-            batch = []
+            batch, reported = [], {}
             for _ in range(min(settings.jobs, settings.trials - len(frozen))):
                 number = len(study.get_trials(deepcopy=False))
                 # A fresh sampler per trial, seeded by its number: the draw depends only on the trials
@@ -104,11 +105,12 @@ def optuna_trials(settings, runner, journal_path: Path, make_record: Callable[..
             for trial_id, number, values in batch:
                 live = optuna.trial.Trial(study, trial_id)
 
-                def hook(record, live=live) -> bool:
+                def hook(record, live=live, done=reported.get(number, set())) -> bool:
                     step = int(record["round"])
                     if criterion.metric not in record or step > last_round:
                         return False
-                    live.report(criterion.intermediate([record], runner.rounds)[0][1], step)
+                    if step not in done:      # a resumed trial repeats the rounds after its checkpoint
+                        live.report(criterion.intermediate([record], runner.rounds)[0][1], step)
                     return step < last_round and live.should_prune()
 
                 run = runner.run_one(trial_name(number), values, hook)
