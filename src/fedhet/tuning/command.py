@@ -70,6 +70,15 @@ def add_tune_command(sub) -> None:
 
 def _handler(args: argparse.Namespace) -> int:
     command = "fedhet " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["tune"] else ""
+    try:
+        return _run(args, command)
+    except KeyboardInterrupt:
+        print("fedhet: interrupted; run the same `fedhet tune` command again to continue the search",
+              file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace, command: str) -> int:
     return tune_command(args.config, args.param, sampler=args.sampler, trials=args.trials,
                         criterion=args.criterion, jobs=args.jobs, out=args.out, seed=args.seed,
                         sets=args.set or [], command=command)

@@ -96,8 +96,6 @@ def _record(number: int, values: dict[str, Any], run: TrialRun, criterion: Crite
 
 
 def _grid(settings: SearchSettings, runner: TrialRunner, log: Callable[[str], None]) -> list[TrialRecord]:
-    if settings.trials is not None:
-        raise TuneError("--trials applies to --sampler optuna; the grid runs every point")
     points = grid_points(settings.space)
     log(f"grid: {len(points)} trials, {settings.jobs} at a time")
     runs = runner.run_batch([(trial_name(i), p) for i, p in enumerate(points)], settings.jobs)
@@ -111,6 +109,10 @@ def run_search(settings: SearchSettings, runner: TrialRunner, out_dir: str | Pat
         raise TuneError(f"--sampler {settings.sampler!r}: allowed: {', '.join(SAMPLERS)}")
     if settings.jobs < 1:
         raise TuneError(f"--jobs must be at least 1, got {settings.jobs}")
+    if settings.sampler == "grid" and settings.trials is not None:
+        raise TuneError("--trials applies to --sampler optuna; the grid runs every point")
+    if settings.sampler == "optuna" and (settings.trials is None or settings.trials < 1):
+        raise TuneError("--sampler optuna needs --trials N (N >= 1)")
     out_dir = Path(out_dir)
     _check_out_dir(out_dir, settings)
     if settings.sampler == "grid":
@@ -118,8 +120,6 @@ def run_search(settings: SearchSettings, runner: TrialRunner, out_dir: str | Pat
     else:
         from fedhet.tuning.optuna_search import optuna_trials
 
-        if settings.trials is None or settings.trials < 1:
-            raise TuneError("--sampler optuna needs --trials N (N >= 1)")
         trials = optuna_trials(settings, runner, out_dir / JOURNAL_FILE, _record, log)
     keys = [p.key for p in settings.space]
     completed = [t for t in trials if t.state == COMPLETE]
