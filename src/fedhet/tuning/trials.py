@@ -59,10 +59,11 @@ class ConfigTrialRunner:
     """Trials of an experiment file: ``base`` (parsed TOML) + ``sets`` + the trial's values."""
 
     def __init__(self, config_path: str | Path, sets: Mapping[str, Any], trials_dir: Path):
-        from fedhet.experiments.plan import _read_base, build_run_config
+        from fedhet.config.schema import read_toml_file
+        from fedhet.experiments.plan import build_run_config
 
         self.config_path = Path(config_path)
-        self.raw = _read_base(self.config_path)
+        self.raw = read_toml_file(self.config_path, key="config")
         self.sets = dict(sets)
         self.trials_dir = trials_dir
         self._build = build_run_config
