@@ -27,10 +27,11 @@ def tune_command(config: str, params: Sequence[str], *, sampler: str = "grid", t
     check_criterion(chosen, rounds=base.run.rounds, eval_every=base.run.eval_every,
                     validation_fraction=float(getattr(base.data.options, "validation_fraction", 0.0)))
     if sampler == "optuna":
-        import logging
+        from fedhet.tuning.optuna_search import import_optuna
 
-        # Optuna logs every trial at INFO; the search prints its own table.
-        logging.getLogger("optuna").setLevel(logging.WARNING)
+        # Optuna logs every trial at INFO; the search prints its own lines and table.
+        optuna = import_optuna()
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
     settings = SearchSettings(space=space, criterion=chosen, sampler=sampler, trials=trials, seed=seed, jobs=jobs)
     result = run_search(settings, runner, out_dir, command=command,
                         log=lambda message: print(message, file=sys.stderr, flush=True))
