@@ -6,6 +6,7 @@
     fedhet options [SECTION [NAME]]          list components and their options
     fedhet sweep CONFIG [--grid key=v1,v2 ...] [--seeds 1,2,3] [--variants FILE] [--jobs N] ...
     fedhet report RUN_DIR... --out DIR [--target 0.8] [--group-by KEY,...]
+    fedhet tune CONFIG --param KEY=SPEC ... [--sampler grid|optuna] [--criterion train_loss@R] ...
 
 Errors print one line, ``fedhet: ...``: configuration and input errors exit with status 2 (the message
 names the key, the value and what is allowed), file-system errors (disk full, read-only) with 1, bugs
@@ -171,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     options.add_argument("name", nargs="?", help="one component of the section (none: all)")
     options.set_defaults(handler=_command_options)
     _add_experiment_commands(sub)
+    from fedhet.tuning.command import add_tune_command
+    add_tune_command(sub)
     for command in sub.choices.values():
         _add_verbosity(command)
     return parser

@@ -29,6 +29,7 @@ from typing import Iterable, Optional
 
 from fedhet.config.options import option
 from fedhet.data.base import DatasetBundle, TensorDataset
+from fedhet.data.validation import DataOptions
 from fedhet.data.download import DownloadError, download_file
 from fedhet.data.idx import (IDX_FILE_STEMS, SYSTEM_DATA_DIRS, DatasetNotFoundError, IdxFiles, find_idx_files,
                              idx_files_in, read_idx_split)
@@ -159,7 +160,7 @@ def load_idx_dataset(key: str, source: IdxSource, *, root: Optional[str | os.Pat
 
 
 @dataclasses.dataclass(frozen=True)
-class IdxDatasetOptions:
+class IdxDatasetOptions(DataOptions):
     root: Optional[str] = option(None, help="directory holding the four IDX files (raw or .gz); searched first")
     download: bool = option(True, help="download missing files into cache_dir from the official mirror")
     cache_dir: Optional[str] = option(None, help="download/cache directory; none means ~/.cache/fedhet/<dataset>")
@@ -180,7 +181,7 @@ def make_mnist(options: IdxDatasetOptions, *, seed: int) -> DatasetBundle:
 
 
 @dataclasses.dataclass(frozen=True)
-class SyntheticOptions:
+class SyntheticOptions(DataOptions):
     alpha: float = option(1.0, help="spread of the local models (std of u_k)", symbol="alpha", ge=0)
     beta: float = option(1.0, help="spread of the local input means (std of B_k)", symbol="beta", ge=0)
     num_devices: int = option(30, help="number of devices (natural clients)", symbol="K", ge=1)

@@ -27,7 +27,8 @@ import torch
 from fedhet.backends.base import usable_cpus
 from fedhet.backends.select import select_backend
 from fedhet.config.schema import ExperimentConfig, config_to_toml, load_config
-from fedhet.data.base import DatasetBundle
+from fedhet.data.base import DatasetBundle, TensorDataset
+from fedhet.data.validation import split_validation
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine import client_eval
 from fedhet.engine.callbacks import (Callback, CheckpointCallback, MetricsWriter, ProgressBar, TargetAccuracy,
@@ -87,6 +88,7 @@ class Federation:
     task: FederatedTask
     # Per client, the indices (into bundle.train) held out by data.client_test_fraction; None when 0.
     held_out: Optional[list[torch.Tensor]] = None
+    validation: Optional[TensorDataset] = None     # data.validation_fraction's held-out training examples
 
 
 def build_federation(config: ExperimentConfig, device: torch.device) -> Federation:
@@ -95,6 +97,8 @@ def build_federation(config: ExperimentConfig, device: torch.device) -> Federati
     seed = config.run.seed
     data_entry = DATASETS.get(config.data.name, key="data.name")
     bundle = data_entry.factory(config.data.options, seed=derive_seed(seed, "data"))
+    # Carved before partitioning, so no client trains on a validation example (data/validation.py).
+    bundle, validation = split_validation(bundle, getattr(config.data.options, "validation_fraction", 0.0), seed)
     part_entry = PARTITIONERS.get(config.partition.name, key="partition.name")
     part_seed = config.partition.options.seed
     partition = part_entry.factory(config.partition.options, targets=bundle.train.targets,
@@ -113,7 +117,11 @@ def build_federation(config: ExperimentConfig, device: torch.device) -> Federati
     dtype = torch.float64 if config.run.dtype == "float64" else torch.float32
     task = build_task(model, bundle.train, bundle.test, partition, num_classes=bundle.num_classes,
                       device=device, dtype=dtype, train_transform=bundle.train_transform)
-    return Federation(bundle, partition, counts, task, held_out)
+    if validation is not None:
+        validation = TensorDataset(validation.inputs.to(device), validation.targets.to(device))
+        if validation.inputs.is_floating_point():
+            validation.inputs = validation.inputs.to(dtype)
+    return Federation(bundle, partition, counts, task, held_out=held_out, validation=validation)
 
 
 class RunHandle:
@@ -143,6 +151,10 @@ class RunHandle:
         self.records: list[dict[str, Any]] = []
         self.elapsed = 0.0
         self.pending_losses: list[float] = []
+        # The validation split is evaluated like the test set, in this process (the multi-process
+        # backend's workers hold the test set only).
+        self.validation_task = (dataclasses.replace(self.task, test=federation.validation)
+                                if federation.validation is not None else None)
         self.client_eval_set = self._client_eval_set() if run.client_eval_every > 0 else None
 
     def _client_eval_set(self) -> client_eval.ClientEvalSet:
@@ -188,6 +200,9 @@ class RunHandle:
             test_loss, test_accuracy = evaluate(self.task, self.simulator.params,
                                                 batch_size=config.run.eval_batch_size, backend=self.backend)
             record["test_loss"], record["test_accuracy"] = test_loss, test_accuracy
+            if self.validation_task is not None:
+                record["val_loss"], record["val_accuracy"] = evaluate(
+                    self.validation_task, self.simulator.params, batch_size=config.run.eval_batch_size)
             # train_loss: mean local minibatch loss over the rounds since the previous evaluation.
             record["train_loss"] = (sum(self.pending_losses) / len(self.pending_losses)
                                     if self.pending_losses else math.nan)

@@ -81,7 +81,8 @@ class Simulator:
             client_sizes=self.task.client_sizes.to(self.device), make_store=self.make_store,
             participation_probabilities=self.process.probabilities(self.participation_state),
             solver=self.solver, client_learning_rate=self.learning_rate(round_index),
-            param_names=self.task.spec.names, param_slices=self.task.spec.slices)
+            param_names=self.task.spec.names, param_slices=self.task.spec.slices,
+            participation_explore=bool(getattr(self.process, "explore", False)))
 
     def learning_rate(self, round_index: int) -> float:
         return local_learning_rate(self.solver.options, round_index)
