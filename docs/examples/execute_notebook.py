@@ -27,7 +27,8 @@ def execute(path: str | Path, *, cwd: str | Path, env: dict[str, str] | None = N
     notebook = nbformat.read(path, as_version=4)
     if env is None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(_SRC), os.environ.get("PYTHONPATH")])))
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+    # record_timing=False: no timestamps in the stored notebook, so a re-run changes only real outputs.
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": str(cwd)}})
     client.execute(env=env)
     return notebook
