@@ -4,6 +4,7 @@
     fedhet run --resume RUN_DIR
     fedhet check CONFIG [--set ...]          validate and print the resolved config
     fedhet options [SECTION [NAME]]          list components and their options
+    fedhet init [--preset NAME] [PATH] [--force] [--list]   write a starter config (a shipped preset)
     fedhet sweep CONFIG [--grid key=v1,v2 ...] [--seeds 1,2,3] [--variants FILE] [--jobs N] ...
     fedhet report RUN_DIR... --out DIR [--target 0.8] [--group-by KEY,...]
     fedhet tune CONFIG --param KEY=SPEC ... [--sampler grid|optuna] [--criterion train_loss@R] ...
@@ -96,6 +97,17 @@ def _command_options(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command_init(args: argparse.Namespace) -> int:
+    from fedhet.presets import DEFAULT_PRESET, preset_names, write_preset
+
+    if args.list:
+        print("\n".join(preset_names()))
+        return 0
+    path = write_preset(args.preset or DEFAULT_PRESET, args.path, overwrite=args.force)
+    print(f"wrote {path}; run it with: fedhet run {path}")
+    return 0
+
+
 def _command_sweep(args: argparse.Namespace) -> int:
     from fedhet.experiments.commands import sweep_command
 
@@ -171,6 +183,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "(none: all)")
     options.add_argument("name", nargs="?", help="one component of the section (none: all)")
     options.set_defaults(handler=_command_options)
+    init = sub.add_parser("init", help="write a starter config from a shipped preset",
+                          description="Copy a preset config shipped with fedhet to PATH (default: "
+                                      "<preset>.toml here), to edit and run with `fedhet run PATH`.")
+    init.add_argument("path", nargs="?", metavar="PATH", help="file or directory to write (default: <preset>.toml)")
+    init.add_argument("--preset", metavar="NAME", help="preset to write (default: synthetic_quickstart; see --list)")
+    init.add_argument("--force", action="store_true", help="replace PATH if it exists")
+    init.add_argument("--list", action="store_true", help="list the preset names and exit")
+    init.set_defaults(handler=_command_init)
     _add_experiment_commands(sub)
     from fedhet.tuning.command import add_tune_command
     add_tune_command(sub)
