@@ -1,7 +1,7 @@
 """The ``fedhet`` command line: the edge where arguments become a validated configuration.
 
     fedhet run CONFIG [--set section.key=value ...] [--overwrite]
-    fedhet run --resume RUN_DIR
+    fedhet run --resume RUN_DIR [--set run.rounds=N]   (only keys that keep the results may change)
     fedhet check CONFIG [--set ...]          validate and print the resolved config
     fedhet options [SECTION [NAME]]          list components and their options
     fedhet sweep CONFIG [--grid key=v1,v2 ...] [--seeds 1,2,3] [--variants FILE] [--jobs N] ...
@@ -41,9 +41,10 @@ def _command_run(args: argparse.Namespace) -> int:
     from fedhet.engine.runner import resume_run, run_experiment
 
     if args.resume:
-        if args.config or args.set:
+        if args.config:
             raise ConfigError("--resume", args.resume, "resume takes only the run directory (its config.toml is used)")
-        summary = resume_run(args.resume, log=_log)
+        # --set with --resume may change only what keeps the run's results (run.rounds, run.progress, ...).
+        summary = resume_run(args.resume, log=_log, sets=args.set or [])
     else:
         if not args.config:
             raise ConfigError("config", None, "give a TOML config file, or --resume RUN_DIR")
