@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from fedhet.config.options import ConfigError
 from fedhet.config.schema import ExperimentConfig, load_config
-from fedhet.engine.callbacks import read_metrics
+from fedhet.engine.callbacks import scan_metrics
 from fedhet.errors import FedhetError
 from fedhet.experiments.plan import SWEEP_FILE, SWEEP_RUN_FILE, read_summary, summary_is_complete
 
@@ -56,8 +56,10 @@ def algorithm_label(config: ExperimentConfig) -> str:
     return f"{client}+{server}"
 
 
-def load_run(path: str | Path) -> RunData:
-    """Read one run directory; :class:`RunDirectoryError` when it is not a run or has no records."""
+def load_run(path: str | Path, *, warn: Callable[[str], None] = lambda message: None) -> RunData:
+    """Read one run directory; :class:`RunDirectoryError` when it is not a run or has no records.
+    Unreadable lines of ``metrics.jsonl`` are left out with a warning naming their line numbers
+    (the records after them are used)."""
     path = Path(path)
     if not path.is_dir():
         raise RunDirectoryError(f"{path}: no such directory")
@@ -67,7 +69,10 @@ def load_run(path: str | Path) -> RunData:
         config = load_config(path / "config.toml")
     except ConfigError as error:
         raise RunDirectoryError(f"{path}: its config.toml does not load: {error}") from None
-    records = [r for r in read_metrics(path / "metrics.jsonl") if "test_accuracy" in r]
+    scan = scan_metrics(path / "metrics.jsonl")
+    if scan.bad_lines:
+        warn(scan.describe_bad(path / "metrics.jsonl"))
+    records = [r for r in scan.records if "test_accuracy" in r]
     if not records:
         raise RunDirectoryError(f"{path} has no evaluated rounds in metrics.jsonl (the run has not reached "
                                 f"its first evaluation, run.eval_every = {config.run.eval_every})")
@@ -104,7 +109,7 @@ def collect_runs(paths: Sequence[str | Path], *, warn: Callable[[str], None] = l
         if not path.is_dir():
             raise RunDirectoryError(f"{path}: no such directory")
         if (path / "config.toml").is_file():
-            found = [load_run(path)]
+            found = [load_run(path, warn=warn)]
         else:
             children = _ordered_children(path)
             if not children:
@@ -113,7 +118,7 @@ def collect_runs(paths: Sequence[str | Path], *, warn: Callable[[str], None] = l
             found = []
             for child in children:
                 try:
-                    found.append(load_run(child))
+                    found.append(load_run(child, warn=warn))
                 except RunDirectoryError as error:
                     warn(f"left out: {error}")
             if not found:
