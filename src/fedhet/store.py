@@ -32,6 +32,7 @@ bounded by four times its live size (the store and three snapshots).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import re
 import shutil
@@ -279,13 +280,19 @@ def copy_sparse(source: Path, target: Path) -> None:
 
 def _copy_range(fd_in: int, fd_out: int, start: int, end: int) -> None:
     position = start
+    kernel_copy = hasattr(os, "copy_file_range")
     while position < end:
         count = end - position
-        if hasattr(os, "copy_file_range"):
-            copied = os.copy_file_range(fd_in, fd_out, count, position, position)
-        else:  # pragma: no cover - macOS
-            os.lseek(fd_out, position, os.SEEK_SET)
-            copied = os.sendfile(fd_out, fd_in, position, count)
+        copied = 0
+        if kernel_copy:
+            try:
+                copied = os.copy_file_range(fd_in, fd_out, count, position, position)
+            except OSError as error:   # EXDEV, ENOSYS, EOPNOTSUPP...: copy through a bounded buffer
+                if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                kernel_copy = False
+        if not kernel_copy:
+            copied = os.pwrite(fd_out, os.pread(fd_in, min(count, _COPY_BLOCK_BYTES), position), position)
         if copied <= 0:
             raise OSError(f"copy stopped at byte {position} of {end}")
         position += copied

@@ -168,3 +168,24 @@ def test_snapshots_of_a_sparse_store_stay_sparse(tmp_path):
     # Restored by a file copy that keeps holes: still sparse.
     assert fresh.path.stat().st_blocks * 512 <= live_bytes + (1 << 20)
     assert torch.equal(fresh.read(torch.tensor([5, 900, 1999, 0])), torch.cat([torch.ones(3, 4096), torch.zeros(1, 4096)]))
+
+
+def test_sparse_copy_without_kernel_copy_gives_the_same_bytes(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    import fedhet.store as store_module
+
+    def refuse(*args):
+        raise OSError(errno.EXDEV, "cross-device")
+
+    monkeypatch.setattr(store_module.os, "copy_file_range", refuse, raising=False)
+    source = tmp_path / "source.bin"
+    with open(source, "wb") as handle:      # data, a 1 MiB hole, data, a trailing hole
+        handle.write(b"a" * 5000)
+        handle.seek(5000 + (1 << 20))
+        handle.write(b"b" * 3000)
+        handle.truncate(5000 + (1 << 20) + 3000 + (1 << 20))
+    store_module.copy_sparse(source, tmp_path / "copy.bin")
+    assert (tmp_path / "copy.bin").read_bytes() == source.read_bytes()
+    assert os.path.getsize(tmp_path / "copy.bin") == os.path.getsize(source)
