@@ -1,9 +1,15 @@
-"""Comparisons shared by the reliability tests: everything a run computes, without timings."""
+"""Shared by the reliability tests: comparing runs bit for bit (timings aside), and running fedhet's
+command line as a real subprocess of the same source tree with one thread."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
+
+import fedhet
 
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.checkpoint import load_checkpoint
@@ -22,3 +28,18 @@ def assert_same_run(a: Path, b: Path) -> None:
     """Bitwise: the same records (timings aside) and the same final model."""
     assert values(a) == values(b)
     assert torch.equal(final_params(a), final_params(b))
+
+
+SOURCE_ROOT = str(Path(fedhet.__file__).resolve().parent.parent)
+
+
+def subprocess_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (SOURCE_ROOT, env.get("PYTHONPATH", "")) if p)
+    env.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    return env
+
+
+def fedhet_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fedhet.cli", *args], capture_output=True, text=True,
+                          env=subprocess_env(), timeout=timeout)

@@ -10,10 +10,9 @@ import os
 import pytest
 import torch
 
-from conftest import fedhet_cli
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.runner import resume_run, run_experiment
-from helpers_reliability import assert_same_run
+from helpers_reliability import assert_same_run, fedhet_cli
 from small_run import StopAfter
 
 

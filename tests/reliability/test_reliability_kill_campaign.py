@@ -17,21 +17,21 @@ from pathlib import Path
 
 import pytest
 
-from conftest import subprocess_env
 from fedhet.config.schema import load_config
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.rundir_lock import LOCK_NAME, DirectoryLock, RunDirectoryInUseError
 from fedhet.engine.runner import run_experiment
 from fedhet.experiments.plan import plan_sweep
-from helpers_reliability import assert_same_run
+from helpers_reliability import assert_same_run, subprocess_env
 
-TOML = """\
+ROUNDS = 60
+TOML = f"""\
 [run]
 name = "campaign"
-rounds = 40
+rounds = {ROUNDS}
 eval_every = 1
-checkpoint_every = 3
+checkpoint_every = 4
 progress = false
 
 [data]
@@ -87,18 +87,42 @@ def _wait_for_lock(process: subprocess.Popen, directory: Path, timeout: float = 
     raise AssertionError(f"{process.args} did not start within {timeout} s (seed {SEED})")
 
 
-def _run_or_kill(process: subprocess.Popen, directory: Path, window: float, rng: random.Random) -> bool:
-    """Kill ``process`` at a random moment of ``window`` seconds after it took the lock; True when
-    it was killed, False when it finished first (then it must have succeeded)."""
-    if _wait_for_lock(process, directory):
+def _records(directory: Path) -> int:
+    try:
+        return (directory / "metrics.jsonl").read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def _run_or_kill(process: subprocess.Popen, directory: Path, window: float, rng: random.Random,
+                 rounds: int = 0) -> bool:
+    """Kill ``process`` at a random moment after it took ``directory``'s lock; True when it was
+    killed, False when it finished first (then it must have succeeded).
+
+    The moment: with ``rounds``, three times in four a random round still to run is drawn, and the
+    kill comes a random 0-30 ms after that round's record appears (inside a round, an evaluation, a
+    checkpoint write); otherwise, a random time within ``window`` seconds (setting up, the last
+    writes). Without the first kind, the short rounds of a small run would rarely be hit."""
+    if not _wait_for_lock(process, directory):
+        process.wait()
+        return False
+    done = _records(directory)
+    target = rng.randint(done + 1, rounds) if rounds > done and rng.random() < 0.75 else None
+    if target is None:
         try:
             process.wait(timeout=rng.uniform(0, window))
         except subprocess.TimeoutExpired:
-            process.send_signal(signal.SIGKILL)
-            process.wait()
-            return process.returncode == -signal.SIGKILL
+            pass
+    else:
+        give_up = time.monotonic() + 10 * window + 30
+        while process.poll() is None and _records(directory) < target and time.monotonic() < give_up:
+            time.sleep(0.005)
+        time.sleep(rng.uniform(0, 0.03))
+    if process.poll() is not None:
+        return False
+    process.send_signal(signal.SIGKILL)
     process.wait()
-    return False
+    return process.returncode == -signal.SIGKILL
 
 
 def _wait_until_free(directories: list[Path], timeout: float = 10) -> None:
@@ -138,7 +162,7 @@ def _run_chains(kind: str, sets: list[str], base: Path, out: Path, reference: Pa
             # A run killed before its round-0 checkpoint has nothing to resume: it is started again.
             command = _cli("run", "--resume", str(run_dir)) if ckpt.has_checkpoint(run_dir) else fresh
             process = _start(command, log)
-            if kills < KILLS[kind] and _run_or_kill(process, run_dir, window, rng):
+            if kills < KILLS[kind] and _run_or_kill(process, run_dir, window, rng, rounds=ROUNDS):
                 kills += 1
                 # Where it was killed (evaluated rounds on disk), shown with -s to judge the spread.
                 print(f"{kind}: kill {kills} in {name} after {len(read_metrics(run_dir / 'metrics.jsonl'))} records")

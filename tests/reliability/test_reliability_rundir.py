@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-from conftest import fedhet_cli, subprocess_env
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.fingerprint import ConfigChangedError
 from fedhet.engine.runner import resume_run, run_experiment
@@ -20,7 +19,7 @@ from fedhet.engine.rundir_lock import DirectoryLock, RunDirectoryInUseError
 from fedhet.experiments.plan import plan_sweep
 from fedhet.experiments.progress import DONE
 from fedhet.experiments.sweep import run_sweep
-from helpers_reliability import assert_same_run, values
+from helpers_reliability import assert_same_run, fedhet_cli, subprocess_env, values
 from small_run import StopAfter
 
 
