@@ -57,6 +57,7 @@ batch_size = 16
 # Memory-mapped per-client stores (SCAFFOLD's c_i): kills also land in store snapshots.
 MMAP = ["client.name=scaffold", "server.name=scaffold", "run.store_mmap=true"]
 KILLS = {"run+resume": 8, "run+resume, memory-mapped stores": 7, "sweep": 5}
+KILLS_PER_CHAIN = 3
 SEED = int(os.environ.get("FEDHET_KILL_SEED", time.time_ns() % 2**32))
 
 
@@ -158,12 +159,17 @@ def _run_chains(kind: str, sets: list[str], base: Path, out: Path, reference: Pa
         fresh = _cli("run", str(base), "--set", f"run.out_dir={out}", "--set", f"run.name={name}",
                      *[arg for item in sets for arg in ("--set", item)])
         log = out / f"{name}.log"
+        chain_kills = 0
         while True:
             # A run killed before its round-0 checkpoint has nothing to resume: it is started again.
             command = _cli("run", "--resume", str(run_dir)) if ckpt.has_checkpoint(run_dir) else fresh
             process = _start(command, log)
-            if kills < KILLS[kind] and _run_or_kill(process, run_dir, window, rng, rounds=ROUNDS):
+            # At most KILLS_PER_CHAIN kills a chain: a chain killed in its last writes would otherwise
+            # collect every later kill there; a new chain starts from round 0 again.
+            if (kills < KILLS[kind] and chain_kills < KILLS_PER_CHAIN
+                    and _run_or_kill(process, run_dir, window, rng, rounds=ROUNDS)):
                 kills += 1
+                chain_kills += 1
                 # Where it was killed (evaluated rounds on disk), shown with -s to judge the spread.
                 print(f"{kind}: kill {kills} in {name} after {len(read_metrics(run_dir / 'metrics.jsonl'))} records")
                 continue
