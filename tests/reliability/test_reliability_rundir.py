@@ -224,3 +224,31 @@ def test_a_truncated_checkpoint_in_a_sweep_is_recovered(tmp_path, overwrite):
     assert_same_run(reference, run.run_dir)
     assert (run.run_dir / "notes.txt").read_text() == "mine"
     assert "starting this run again from round 0" in (run.run_dir / "sweep.log").read_text()
+
+
+def test_a_forked_child_that_outlives_the_writer_does_not_keep_the_lock(tmp_path):
+    script = textwrap.dedent(f"""
+        import os, time
+        from fedhet.engine.rundir_lock import DirectoryLock
+        DirectoryLock({str(tmp_path)!r}).acquire()
+        child = os.fork()
+        if child == 0:
+            time.sleep(60)
+            os._exit(0)
+        print(child, flush=True)
+        time.sleep(60)
+    """)
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=subprocess_env())
+    child_pid = int(writer.stdout.readline())
+    try:
+        with pytest.raises(RunDirectoryInUseError, match=str(writer.pid)):
+            DirectoryLock(tmp_path).acquire()
+        _stop(writer)
+        with DirectoryLock(tmp_path) as lock:       # the child still lives, the lock is free
+            assert lock.held
+            os.kill(child_pid, 0)
+    finally:
+        try:
+            os.kill(child_pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -2,7 +2,7 @@
 
 ``fcntl.flock`` on ``<dir>/.fedhet.lock``, exclusive and non-blocking. The kernel releases it when
 the process exits, however it exits (SIGKILL included), so a crashed writer never leaves a stale
-lock behind; the file itself stays and is harmless. After taking the lock the writer records its
+lock behind (forked children do not inherit it: they close its descriptor); the file itself stays and is harmless. After taking the lock the writer records its
 PID in the file, so a second writer is refused with a message that names the holder.
 
 Taken by ``fedhet run``, ``fedhet run --resume`` and every run of a sweep (on the run's directory,
@@ -25,6 +25,24 @@ try:
 except ImportError:  # pragma: no cover - Windows has no flock; fedhet's locking is POSIX only
     fcntl = None  # type: ignore[assignment]
 
+# Descriptors of the locks this process holds. A flock belongs to the open file description, which
+# a forked child shares: a child that outlived a killed writer (a worker of the multi-process
+# backend) would keep the directory locked. Forked children therefore close them at once.
+_HELD_FDS: set[int] = set()
+
+
+def _close_held_in_child() -> None:
+    for fd in list(_HELD_FDS):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD_FDS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_held_in_child)
+
 
 class RunDirectoryInUseError(FedhetError, RuntimeError):
     """Another live process holds the directory's lock."""
@@ -43,6 +61,7 @@ class DirectoryLock:
         self.what = what
         self.path = self.directory / LOCK_NAME
         self._fd: Optional[int] = None
+        self._owner = 0
 
     @property
     def held(self) -> bool:
@@ -67,13 +86,17 @@ class DirectoryLock:
             raise
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        self._fd = fd
+        self._fd, self._owner = fd, os.getpid()
+        _HELD_FDS.add(fd)
         return self
 
     def release(self) -> None:
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
+        if self._owner != os.getpid():
+            return            # a forked child: the descriptor was closed at the fork (see _HELD_FDS)
+        _HELD_FDS.discard(fd)
         try:
             os.ftruncate(fd, 0)
         except OSError:
