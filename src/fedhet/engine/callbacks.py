@@ -57,7 +57,9 @@ def scan_metrics(path: Path) -> MetricsScan:
         return MetricsScan([], [])
     records, bad = [], []
     text = path.read_bytes().decode("utf-8", errors="replace")
-    for number, line in enumerate(text.splitlines(), start=1):
+    # split("\n"), not splitlines(): line numbers must be those of an editor or `sed -n`.
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.rstrip("\r")
         if not line.strip():
             continue
         try:
