@@ -1,7 +1,7 @@
 """The ``fedhet`` command line: the edge where arguments become a validated configuration.
 
     fedhet run CONFIG [--set section.key=value ...] [--overwrite]
-    fedhet run --resume RUN_DIR
+    fedhet run --resume RUN_DIR [--set run.rounds=N]   (only keys that keep the results may change)
     fedhet check CONFIG [--set ...]          validate and print the resolved config
     fedhet options [SECTION [NAME]]          list components and their options
     fedhet init [--preset NAME] [PATH] [--force] [--list]   write a starter config (a shipped preset)
@@ -44,9 +44,10 @@ def _command_run(args: argparse.Namespace) -> int:
     from fedhet.engine.runner import resume_run, run_experiment
 
     if args.resume:
-        if args.config or args.set:
+        if args.config:
             raise ConfigError("--resume", args.resume, "resume takes only the run directory (its config.toml is used)")
-        summary = resume_run(args.resume)
+        # --set with --resume may change only what keeps the run's results (run.rounds, run.progress, ...).
+        summary = resume_run(args.resume, sets=args.set or [])
     else:
         if not args.config:
             raise ConfigError("config", None, "give a TOML config file, or --resume RUN_DIR")
