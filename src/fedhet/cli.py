@@ -88,13 +88,6 @@ def _command_options(args: argparse.Namespace) -> int:
             for key, type_name, default, text in describe_options(cls):
                 print(f"    {section}.{key} ({type_name}, default {json.dumps(default, default=str)}): {text}")
             print()
-        if section == "data":
-            from fedhet.config.client_eval import DataSplitOptions
-
-            print("[data]  keys every dataset takes")
-            for key, type_name, default, text in describe_options(DataSplitOptions):
-                print(f"    data.{key} ({type_name}, default {json.dumps(default, default=str)}): {text}")
-            print()
     return 0
 
 

@@ -24,7 +24,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from fedhet.config.client_eval import SHARED_DATA_KEYS, DataSplitOptions, check_client_eval
+from fedhet.config.client_eval import check_client_eval
 from fedhet.config.options import ConfigError, OverrideText, build_options, option, options_to_dict
 from fedhet.registry import (ALGORITHMS, CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS,
                              SERVERS, Registry)
@@ -86,8 +86,6 @@ class Component:
 
     name: str
     options: Any
-    # Keys every component of the section takes (the data section's DataSplitOptions), else None.
-    shared: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,8 +107,6 @@ class ExperimentConfig:
         for section in COMPONENT_SECTIONS:
             component = getattr(self, section)
             out[section] = {"name": component.name, **options_to_dict(component.options)}
-            if component.shared is not None:
-                out[section].update(options_to_dict(component.shared))
         return out
 
     def to_flat_dict(self) -> dict[str, Any]:
@@ -166,12 +162,8 @@ def resolve_config(raw: Mapping[str, Any]) -> ExperimentConfig:
         if not isinstance(name, str):
             raise ConfigError(f"{section}.name", name, "expected a string")
         entry = registry.get(name, key=f"{section}.name")
-        shared = None
-        if section == "data":
-            shared = build_options(DataSplitOptions, {k: values.pop(k) for k in list(values) if k in SHARED_DATA_KEYS},
-                                   section=section)
-        components[section] = Component(name, build_options(entry.options_cls, values, section=section), shared)
-    check_client_eval(run, components["data"].shared)
+        components[section] = Component(name, build_options(entry.options_cls, values, section=section))
+    check_client_eval(run, components["data"].options)
     return ExperimentConfig(run=run, algorithm=algorithm, **components)
 
 

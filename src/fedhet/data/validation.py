@@ -28,12 +28,18 @@ from fedhet.seeding import torch_generator
 
 @dataclasses.dataclass(frozen=True)
 class DataOptions:
-    """Options every dataset has (base class of the datasets' option dataclasses)."""
+    """Options every dataset has (base class of the datasets' option dataclasses): the two seeded
+    slices a run can take out of the training data, for choosing settings (``validation_fraction``)
+    and for per-client evaluation (``client_test_fraction``, :mod:`fedhet.engine.client_eval`)."""
 
     validation_fraction: float = option(
         0.0, ge=0, lt=1,
         help="fraction of the training examples held out (seeded, before partitioning) as a validation "
              "split, evaluated beside the test set as val_loss / val_accuracy; 0 = none")
+    client_test_fraction: float = option(
+        0.0, ge=0, lt=1,
+        help="fraction of each client's partition held out (seeded by run.seed) for per-client evaluation and "
+             "removed from its training data; at least one example per client when > 0; 0 (default): off")
 
 
 def validation_indices(num_examples: int, fraction: float, seed: int) -> torch.Tensor:

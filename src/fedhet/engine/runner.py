@@ -113,7 +113,7 @@ def build_federation(config: ExperimentConfig, device: torch.device) -> Federati
                                    seed=derive_seed(seed, "partition") if part_seed is None else part_seed,
                                    natural=bundle.client_indices)
     held_out = None
-    fraction = config.data.shared.client_test_fraction if config.data.shared is not None else 0.0
+    fraction = getattr(config.data.options, "client_test_fraction", 0.0)
     if fraction > 0:
         partition, held_out = client_eval.split_client_holdout(partition, fraction,
                                                                derive_seed(seed, "client_test"))
