@@ -161,7 +161,8 @@ def load_idx_dataset(key: str, source: IdxSource, *, root: Optional[str | os.Pat
 
 @dataclasses.dataclass(frozen=True)
 class IdxDatasetOptions(DataOptions):
-    root: Optional[str] = option(None, help="directory holding the four IDX files (raw or .gz); when set, the only place searched (no fallback, no download)")
+    root: Optional[str] = option(None, help="directory holding the four IDX files (raw or .gz); when set, the only "
+                                            "place searched (no fallback, no download)")
     download: bool = option(True, help="download missing files into cache_dir from the official mirror")
     cache_dir: Optional[str] = option(None, help="download/cache directory; none means ~/.cache/fedhet/<dataset>")
 
