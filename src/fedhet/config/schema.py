@@ -53,12 +53,25 @@ class RunOptions:
                                    "'auto' = run.dtype")
     store_mmap: bool = option(False, help="keep per-client memories in memory-mapped files in the run directory")
     progress: bool = option(True, help="show a progress bar")
+    trackers: tuple[str, ...] = option(default_factory=tuple,
+                                       help="experiment trackers that also receive the config, every evaluated "
+                                            "round, the summary and the plots: tensorboard, mlflow, wandb "
+                                            "(pip install 'fedhet[tracking]'; see docs/tracking.md)")
+    tracker_project: Optional[str] = option(None, help="MLflow experiment / W&B project; default: the sweep's "
+                                                       "name for a sweep run, else 'fedhet'")
+    mlflow_uri: Optional[str] = option(None, help="MLflow tracking URI; default: a local file: store, "
+                                                  "the mlruns directory beside the run directory")
+    wandb_mode: str = option("offline", choices=("offline", "online"),
+                             help="W&B mode; 'offline' writes only the run directory's wandb folder")
 
     def validate(self, section: str) -> None:
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device):
             raise ConfigError(f"{section}.device", self.device, "allowed: auto, cpu, cuda, cuda:N, mps")
         if not self.name or "/" in self.name or self.name in (".", ".."):
             raise ConfigError(f"{section}.name", self.name, "a non-empty name without '/'")
+        from fedhet.tracking.names import check_tracker_names
+
+        check_tracker_names(self.trackers, key=f"{section}.trackers")
 
 
 @dataclasses.dataclass(frozen=True)

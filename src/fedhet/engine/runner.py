@@ -37,6 +37,7 @@ from fedhet.io import atomic_torch_save, atomic_write_json, atomic_write_text
 from fedhet.registry import CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS, SERVERS
 from fedhet.seeding import derive_seed
 from fedhet.store import StoreOptions
+from fedhet.tracking.names import check_trackers_installed
 
 
 def resolve_device(name: str) -> torch.device:
@@ -121,6 +122,7 @@ class RunHandle:
         self.records: list[dict[str, Any]] = []
         self.elapsed = 0.0
         self.pending_losses: list[float] = []
+        self.checkpointed_round = 0      # the round the latest checkpoint holds (trackers log up to it)
 
     @property
     def next_round(self) -> int:
@@ -138,11 +140,13 @@ class RunHandle:
         for store in self.simulator.client_stores.values():
             store.flush()
         ckpt.save_checkpoint(self.run_dir, self.state_dict())
+        self.checkpointed_round = self.next_round
 
     def load_state(self, saved: dict[str, Any]) -> None:
         self.simulator.load_state(saved["simulator"])
         self.elapsed = saved["elapsed"]
         self.pending_losses = list(saved["pending_losses"])
+        self.checkpointed_round = self.next_round
 
     def run_round(self) -> dict[str, Any]:
         config = self.config
@@ -180,6 +184,11 @@ def _default_callbacks(config: ExperimentConfig, run_dir: Path) -> list[Callback
         callbacks.append(TargetAccuracy(config.run.target_accuracy))
     if config.run.progress:
         callbacks.append(ProgressBar())
+    if config.run.trackers:
+        from fedhet.tracking.callback import TrackingCallback
+
+        # After CheckpointCallback: a round reaches the trackers once a checkpoint covers it.
+        callbacks.append(TrackingCallback(config, run_dir))
     return callbacks
 
 
@@ -219,6 +228,7 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
     ``participation.pt/png`` there, each atomically.
     """
     run_dir = Path(run_dir) if run_dir is not None else Path(config.run.out_dir) / config.run.name
+    check_trackers_installed(config.run.trackers)   # a missing tracker package stops before any work
     if not resume and (run_dir / ckpt.CHECKPOINT_NAME).exists():
         if not overwrite:
             raise FileExistsError(f"run directory {run_dir} already holds a run; resume it with "
