@@ -98,7 +98,6 @@ def tensorboard_raw_steps(log_dir: Path) -> dict[str, list[int]]:
 
 
 def mlflow_series(tracking_uri: str, run_id: str, keys) -> dict[str, list[tuple[int, float]]]:
-    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")   # the test process's own reader
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)

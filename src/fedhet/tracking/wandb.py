@@ -5,7 +5,7 @@ run, and W&B's cache, config and staging folders, which are pointed there too; `
 RUN_DIR/wandb/offline-run-*`` uploads it later. ``online`` is the user's explicit choice to send it.
 A sweep's runs share the W&B group named after the sweep. W&B's switches are set in the environment
 only around its calls. On resume the saved run id is reopened (``resume="allow"``); rounds up to the
-last logged one are not sent again.
+last step the offline files really hold (or, online, the last one sent) are not sent again.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from fedhet.tracking.base import Tracker, TrackingContext, finite_or_nan, numeric_items, scoped_environ
+from fedhet.tracking.wandb_offline import last_offline_step
 
 WANDB_DIR = "wandb"
 
@@ -38,9 +39,10 @@ class WandbTracker(Tracker):
     def __init__(self):
         self.run = None
         self.environment: dict[str, str] = {}
+        self.resumed_at: Optional[int] = None
 
     def start(self, context: TrackingContext, saved: Optional[dict[str, Any]]) -> dict[str, Any]:
-        mode = context.options.wandb_mode
+        mode = saved["mode"] if saved else context.options.wandb_mode
         self.environment = wandb_environment(context.run_dir, mode)
         (context.run_dir / WANDB_DIR).mkdir(parents=True, exist_ok=True)
         with scoped_environ(self.environment):
@@ -48,12 +50,19 @@ class WandbTracker(Tracker):
 
             # A random id: two runs with the same config must stay two W&B runs (ids carry no results).
             run_id = saved["run_id"] if saved else uuid.uuid4().hex[:12]
+            if saved and mode == "offline":
+                # What the earlier offline segments hold, read before this process adds its own.
+                self.resumed_at = last_offline_step(context.run_dir / WANDB_DIR, run_id)
             settings = wandb.Settings(mode=mode, silent=True, console="off", disable_git=True,
                                       save_code=False, x_disable_stats=True)
             self.run = wandb.init(project=context.project, group=context.sweep, name=context.run_name,
                                   id=run_id, resume="allow", dir=str(context.run_dir.resolve()),
                                   config=context.config, settings=settings, reinit="create_new")
         return {"run_id": run_id, "project": context.project, "mode": mode}
+
+    def last_logged_round(self) -> Optional[int]:
+        # Online, W&B's server keeps the run's last step and drops lower ones; trust the saved state.
+        return self.resumed_at
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         pass  # the config went to wandb.init (W&B's hyperparameters), nested as config.toml has it
