@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from tracking_readers import (jsonl_series, mlflow_series, run_python, same_series, tensorboard_raw_steps,
+from tracking_readers import (as_float32, jsonl_series, mlflow_series, run_python, same_series, tensorboard_raw_steps,
                               tensorboard_series, wandb_history)
 
 pytest.importorskip("tensorboard")
@@ -60,7 +60,7 @@ def test_kill_after_round_3_then_resume_logs_every_step_once(tmp_path):
     assert all(len(steps) == len(set(steps)) for steps in raw.values())
     tb = {key: value for key, value in tensorboard_series(run_dir / "tensorboard", purge=False).items()
           if not key.startswith("summary/")}
-    assert same_series(tb, expected)
+    assert same_series(tb, as_float32(expected))
 
     # MLflow: the same run, reopened and finished; its history is metrics.jsonl, each step once.
     assert after["mlflow"]["run_id"] == before["mlflow"]["run_id"]

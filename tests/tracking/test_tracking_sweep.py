@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from tracking_readers import jsonl_series, run_python, same_series, tensorboard_series, wandb_history
+from tracking_readers import as_float32, jsonl_series, run_python, same_series, tensorboard_series, wandb_history
 
 pytest.importorskip("tensorboard")
 pytest.importorskip("mlflow")
@@ -47,7 +47,7 @@ def test_each_sweep_run_is_one_tracked_run_grouped_by_the_sweep(tmp_path):
         expected = jsonl_series(run_dir)
         # TensorBoard: one log directory per run, inside the sweep directory.
         series = tensorboard_series(run_dir / "tensorboard")
-        assert same_series({k: v for k, v in series.items() if not k.startswith("summary/")}, expected)
+        assert same_series({k: v for k, v in series.items() if not k.startswith("summary/")}, as_float32(expected))
         # W&B: project and group are the sweep's name.
         assert state["wandb"]["project"] == "grp"
         history, run_ids, _ = wandb_history(run_dir / "wandb")

@@ -70,18 +70,19 @@ def tensorboard_series(log_dir: Path, *, purge: bool = True) -> dict[str, list[t
     """Scalars as TensorBoard reads them (EventAccumulator; ``purge`` applies its purge_step rule).
     With ``purge=False`` every event in the files, as written."""
     from tensorboard.backend.event_processing import event_accumulator
-    from tensorboard.util import tensor_util
 
-    accumulator = event_accumulator.EventAccumulator(
-        str(log_dir), size_guidance={event_accumulator.TENSORS: 0, event_accumulator.SCALARS: 0},
-        purge_orphaned_data=purge)
+    accumulator = event_accumulator.EventAccumulator(str(log_dir), size_guidance={event_accumulator.SCALARS: 0},
+                                                     purge_orphaned_data=purge)
     accumulator.Reload()
-    series = {}
-    for tag in accumulator.Tags()["tensors"]:
-        events = accumulator.Tensors(tag)
-        if events and events[0].tensor_proto.dtype in (1, 2):   # DT_FLOAT, DT_DOUBLE: scalars
-            series[tag] = [(event.step, float(tensor_util.make_ndarray(event.tensor_proto))) for event in events]
-    return series
+    return {tag: [(event.step, event.value) for event in accumulator.Scalars(tag)]
+            for tag in accumulator.Tags()["scalars"]}
+
+
+def as_float32(series: dict[str, list[tuple[int, float]]]) -> dict[str, list[tuple[int, float]]]:
+    """Values rounded to float32, TensorBoard's scalar precision."""
+    import numpy
+
+    return {key: [(step, float(numpy.float32(value))) for step, value in points] for key, points in series.items()}
 
 
 def tensorboard_raw_steps(log_dir: Path) -> dict[str, list[int]]:
@@ -92,7 +93,7 @@ def tensorboard_raw_steps(log_dir: Path) -> dict[str, list[int]]:
     for path in sorted(log_dir.glob("events.out.tfevents.*")):
         for event in EventFileLoader(str(path)).Load():
             for value in event.summary.value:
-                if value.metadata.plugin_data.plugin_name == "scalars":
+                if value.metadata.plugin_data.plugin_name == "scalars":   # simple_value, as the loader upgrades it
                     steps.setdefault(value.tag, []).append(event.step)
     return steps
 

@@ -1,8 +1,9 @@
 """TensorBoard: event files in ``RUN_DIR/tensorboard`` (``tensorboard --logdir`` on a sweep directory
 shows every run of the sweep, one log directory each).
 
-Scalars are written as float64 tensors (``new_style``, ``double_precision``), so the values read
-back equal ``metrics.jsonl`` exactly. On resume the writer reopens the same directory with
+Scalars are TensorBoard's classic float32 ``simple_value``: the form its scalar dashboards read (its
+data server showed no float64 scalars here), so a value read back is the ``metrics.jsonl`` value
+rounded to float32. On resume the writer reopens the same directory with
 ``purge_step`` = the first round not yet logged, so TensorBoard drops any later event a killed run
 may have left and no step is shown twice.
 """
@@ -47,16 +48,14 @@ class TensorBoardTracker(Tracker):
     def log_rounds(self, records: list[dict[str, Any]]) -> None:
         for record in records:
             for key, value in numeric_items(record).items():
-                self.writer.add_scalar(key, value, global_step=int(record["round"]), new_style=True,
-                                       double_precision=True)
+                self.writer.add_scalar(key, value, global_step=int(record["round"]))
         self.writer.flush()
 
     def log_summary(self, summary: Mapping[str, Any], step: int) -> None:
         for key, value in summary.items():
             number = finite_or_nan(value)
             if number is not None:
-                self.writer.add_scalar(f"summary/{key}", number, global_step=step, new_style=True,
-                                       double_precision=True)
+                self.writer.add_scalar(f"summary/{key}", number, global_step=step)
         self.writer.add_text("summary", "```json\n" + json.dumps(summary, indent=1, sort_keys=True) + "\n```",
                              global_step=step)
         self.writer.flush()
