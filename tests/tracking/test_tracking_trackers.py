@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from tracking_readers import (as_float32, jsonl_series, mlflow_series, run_python, same_series, tensorboard_raw_steps,
-                              tensorboard_series, wandb_history)
+from tracking_readers import (as_float32, isolated_env, jsonl_series, mlflow_series, run_python, same_series,
+                              tensorboard_raw_steps, tensorboard_series, wandb_history)
 
 pytest.importorskip("tensorboard")
 pytest.importorskip("mlflow")
@@ -109,3 +109,37 @@ def test_nothing_written_outside_the_output_folder(tracked):
     assert runs and all(p.name.startswith("offline-run-") for p in runs)
     assert sorted(p.name for p in (root / "out").iterdir()) == ["mlruns", "tiny"]
     assert not math.isnan(json.loads((run_dir / "summary.json").read_text())["final_accuracy"])
+
+
+@pytest.mark.slow
+def test_tensorboard_server_serves_the_scalars(tracked):
+    """TensorBoard itself (its data server, as the dashboards read it) lists and returns the scalars."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    root, run_dir, _ = tracked
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(run_dir.parent),
+                               "--host", "127.0.0.1", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=isolated_env(root / "tb"))
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    url = f"http://127.0.0.1:{port}/data/plugin/scalars/scalars?run=tiny/tensorboard&tag=test_accuracy"
+    try:
+        deadline, points = time.monotonic() + 90, None
+        while time.monotonic() < deadline and points is None:
+            try:
+                points = json.loads(opener.open(url, timeout=5).read())
+            except OSError:
+                time.sleep(0.5)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+    assert points is not None, "TensorBoard did not answer on 127.0.0.1"
+    served = {"test_accuracy": [(step, value) for _wall, step, value in points]}
+    assert same_series(served, as_float32({"test_accuracy": jsonl_series(run_dir)["test_accuracy"]}))
