@@ -75,3 +75,20 @@ def test_kill_after_round_3_then_resume_logs_every_step_once(tmp_path):
     assert run_ids == {before["wandb"]["run_id"]} and after["wandb"]["run_id"] == before["wandb"]["run_id"]
     assert len(list((run_dir / "wandb").glob("offline-run-*"))) == 2
     assert same_series(series, expected)
+
+
+def test_resuming_a_finished_run_logs_nothing_again(tmp_path):
+    from fedhet import load_config, resume_run, run_experiment
+    from small_run import SMALL
+
+    config = load_config(None, [*SMALL, f"run.out_dir={tmp_path}", "run.name=done", "run.rounds=2",
+                                'run.trackers=["mlflow"]'])
+    run_experiment(config)
+    run_dir = tmp_path / "done"
+    state = json.loads((run_dir / "tracking.json").read_text())["mlflow"]
+    keys = ["test_accuracy", "summary/final_accuracy"]
+    before = mlflow_series(state["tracking_uri"], state["run_id"], keys)
+    resume_run(run_dir)
+    after = mlflow_series(state["tracking_uri"], state["run_id"], keys)
+    assert before == after and [step for step, _ in after["test_accuracy"]] == [1, 2]
+    assert len(after["summary/final_accuracy"]) == 1

@@ -12,6 +12,7 @@ last round it logged; it is written atomically after every logging step. See doc
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any, Optional
 
@@ -19,6 +20,8 @@ from fedhet.engine.callbacks import Callback
 from fedhet.io import atomic_write_json
 from fedhet.tracking.base import Tracker, TrackingContext, flat_params
 from fedhet.tracking.names import check_trackers_installed
+
+logger = logging.getLogger(__name__)
 
 STATE_FILE = "tracking.json"
 SWEEP_RUN_FILE = "sweep_run.json"   # written into each run directory by `fedhet sweep`
@@ -83,15 +86,22 @@ class TrackingCallback(Callback):
         context = self._context()
         params = flat_params(context.config)
         for name in self.config.run.trackers:
-            tracker = make_tracker(name)
             saved = saved_state.get(name)
+            if saved is not None and saved.get("finished") and run.next_round >= self.config.run.rounds:
+                # A finished run resumed again, nothing left to compute: its tracked run is complete.
+                self.state[name] = saved
+                continue
+            tracker = make_tracker(name)
             state = tracker.start(context, saved)
+            state.pop("finished", None)
             if saved is None:
                 tracker.log_params(params)
             told = tracker.last_logged_round()
             state["last_round"] = told if told is not None else int((saved or {}).get("last_round", 0))
             self.trackers[name] = tracker
             self.state[name] = state
+            logger.info("tracking: %s %s (%s)", name, "resumed" if saved else "started",
+                        ", ".join(f"{key} {value}" for key, value in state.items()))
         self._save_state()
         # On resume, metrics.jsonl holds the rounds up to the checkpoint: send those a tracker lacks.
         self.pending = list(run.records)
