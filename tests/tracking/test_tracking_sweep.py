@@ -43,6 +43,11 @@ def test_each_sweep_run_is_one_tracked_run_grouped_by_the_sweep(tmp_path):
     assert {run.data.tags["fedhet.sweep"] for run in runs} == {"grp"}
     assert {run.info.run_id for run in runs} == {state["mlflow"]["run_id"] for state in states}
 
+    # Both runs ran in one process; W&B wrote each run's files (its service's logs too) in that run's folder.
+    for run_dir in run_dirs:
+        assert len(list((run_dir / "wandb").glob(".cache/wandb/logs/core-debug-*.log"))) == 1
+    assert [p for p in (tmp_path / "home").rglob("*")] == []
+
     for run_dir, state in zip(run_dirs, states):
         expected = jsonl_series(run_dir)
         # TensorBoard: one log directory per run, inside the sweep directory.

@@ -86,4 +86,11 @@ class WandbTracker(Tracker):
         if self.run is not None:
             with scoped_environ(self.environment):
                 self.run.finish()
+                import wandb
+
+                # W&B's service process outlives a run and keeps the folders it was started with;
+                # ending it (when no other W&B run is active here) lets the next run of this process
+                # (a sweep in one process) write only into its own directory.
+                if wandb.run is None:
+                    wandb.teardown()
             self.run = None
