@@ -73,3 +73,13 @@ def test_validation_does_not_import_tracker_packages():
     before = {name for name in ("mlflow", "wandb", "tensorboard") if name in sys.modules}
     load_config(None, ['run.trackers=["mlflow", "wandb", "tensorboard"]'])
     assert {name for name in ("mlflow", "wandb", "tensorboard") if name in sys.modules} == before
+
+
+@pytest.mark.parametrize("key, value", [
+    ("run.tracker_project", '"a/b"'), ("run.tracker_project", '""'), ("run.mlflow_uri", '" "'),
+    ("run.mlflow_uri", '"file:/x\\n"'),
+])
+def test_bad_tracking_options_are_config_errors(key, value):
+    with pytest.raises(ConfigError) as error:
+        load_config(None, [f"{key}={value}"])
+    assert error.value.key == key

@@ -69,9 +69,9 @@ class RunOptions:
             raise ConfigError(f"{section}.device", self.device, "allowed: auto, cpu, cuda, cuda:N, mps")
         if not self.name or "/" in self.name or self.name in (".", ".."):
             raise ConfigError(f"{section}.name", self.name, "a non-empty name without '/'")
-        from fedhet.tracking.names import check_tracker_names
+        from fedhet.tracking.names import check_tracking_options
 
-        check_tracker_names(self.trackers, key=f"{section}.trackers")
+        check_tracking_options(self, section)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,7 @@ W&B (see docs/tracking.md).
 from __future__ import annotations
 
 import importlib.util
-from typing import Iterable
+from typing import Any, Iterable
 
 from fedhet.errors import FedhetError
 
@@ -30,6 +30,23 @@ def check_tracker_names(names: Iterable[str], *, key: str = "run.trackers") -> N
             raise ConfigError(key, names, f"unknown tracker {name!r}; allowed: {allowed} ({INSTALL_HINT})")
     if len(set(names)) != len(names):
         raise ConfigError(key, names, "a tracker is named twice; name each at most once")
+
+
+def check_tracking_options(run: Any, section: str = "run") -> None:
+    """Validate the tracking options of a ``[run]`` section (names, project, MLflow URI)."""
+    from fedhet.config.options import ConfigError
+
+    check_tracker_names(run.trackers, key=f"{section}.trackers")
+    project = run.tracker_project
+    if project is not None and (not project or len(project) > 128 or any(c in project for c in "/\\#?%:")
+                                or not project.isprintable()):
+        raise ConfigError(f"{section}.tracker_project", project,
+                          "a name of 1-128 printable characters without / \\ # ? % : (an MLflow experiment "
+                          "and W&B project name)")
+    uri = run.mlflow_uri
+    if uri is not None and (not uri.strip() or uri != uri.strip() or not uri.isprintable()):
+        raise ConfigError(f"{section}.mlflow_uri", uri, "an MLflow tracking URI such as file:/path/to/mlruns, "
+                          "sqlite:///mlflow.db or http://127.0.0.1:5000 (or none: the local default)")
 
 
 def check_trackers_installed(names: Iterable[str]) -> None:
