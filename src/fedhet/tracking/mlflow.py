@@ -9,9 +9,13 @@ resume the saved run id is reopened and the last round is read back from the sto
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from fedhet.tracking.base import Tracker, TrackingContext, finite_or_nan, numeric_items, scoped_environ
 
@@ -25,6 +29,28 @@ _PARAM_LENGTH = 6000
 
 def default_tracking_uri(run_dir: Path) -> str:
     return (run_dir.resolve().parent / STORE_DIR).as_uri()
+
+
+@contextlib.contextmanager
+def _store_lock(uri: str) -> Iterator[None]:
+    """Hold an exclusive lock on a local ``file:`` store while an experiment is looked up or made.
+
+    The file store checks an experiment name by listing folders, so two sweep workers starting
+    together could each create the sweep's experiment; the lock makes the second find the first's.
+    Other stores (a server, a database) enforce unique names themselves.
+    """
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme not in ("file", ""):
+        yield
+        return
+    store = Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme else Path(uri)
+    store.mkdir(parents=True, exist_ok=True)
+    with open(store / ".fedhet-experiments.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class MlflowTracker(Tracker):
@@ -57,6 +83,10 @@ class MlflowTracker(Tracker):
             return {"tracking_uri": uri, "experiment_id": experiment_id, "run_id": self.run_id}
 
     def _experiment_id(self, name: str) -> str:
+        with _store_lock(self.client.tracking_uri):
+            return self._get_or_create_experiment(name)
+
+    def _get_or_create_experiment(self, name: str) -> str:
         from mlflow.exceptions import MlflowException
 
         experiment = self.client.get_experiment_by_name(name)
