@@ -5,7 +5,7 @@ run, and W&B's cache, config and staging folders, which are pointed there too; `
 RUN_DIR/wandb/offline-run-*`` uploads it later. ``online`` is the user's explicit choice to send it.
 A sweep's runs share the W&B group named after the sweep. W&B's switches are set in the environment
 only around its calls. On resume the saved run id is reopened (``resume="allow"``); rounds up to the
-last step the offline files really hold (or, online, the last one sent) are not sent again.
+last step the offline files really hold (online: the last one this tracker sent) are not sent again.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class WandbTracker(Tracker):
         return {"run_id": run_id, "project": context.project, "mode": mode}
 
     def last_logged_round(self) -> Optional[int]:
-        # Online, W&B's server keeps the run's last step and drops lower ones; trust the saved state.
+        # Offline: the step the files hold. Online (not tested here: no network), the saved state.
         return self.resumed_at
 
     def log_params(self, params: Mapping[str, Any]) -> None:
