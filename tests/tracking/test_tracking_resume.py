@@ -92,3 +92,21 @@ def test_resuming_a_finished_run_logs_nothing_again(tmp_path):
     after = mlflow_series(state["tracking_uri"], state["run_id"], keys)
     assert before == after and [step for step, _ in after["test_accuracy"]] == [1, 2]
     assert len(after["summary/final_accuracy"]) == 1
+
+
+def test_a_new_run_over_an_old_directory_starts_new_tracked_runs(tmp_path):
+    from fedhet import load_config, run_experiment
+    from small_run import SMALL
+
+    config = load_config(None, [*SMALL, f"run.out_dir={tmp_path}", "run.name=again", "run.rounds=2",
+                                'run.trackers=["mlflow", "tensorboard"]'])
+    run_experiment(config)
+    run_dir = tmp_path / "again"
+    first = json.loads((run_dir / "tracking.json").read_text())["mlflow"]["run_id"]
+    run_experiment(config, overwrite=True)
+    second = json.loads((run_dir / "tracking.json").read_text())["mlflow"]
+    assert second["run_id"] != first
+    assert [step for step, _ in mlflow_series(second["tracking_uri"], second["run_id"],
+                                              ["test_accuracy"])["test_accuracy"]] == [1, 2]
+    # The old run's TensorBoard events went with it: each step once.
+    assert tensorboard_raw_steps(run_dir / "tensorboard")["test_accuracy"] == [1, 2]

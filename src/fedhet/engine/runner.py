@@ -37,7 +37,7 @@ from fedhet.io import atomic_torch_save, atomic_write_json, atomic_write_text
 from fedhet.registry import CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS, SERVERS
 from fedhet.seeding import derive_seed
 from fedhet.store import StoreOptions
-from fedhet.tracking.names import check_trackers_installed
+from fedhet.tracking.callback import check_trackers_installed, tracking_callbacks
 
 
 def resolve_device(name: str) -> torch.device:
@@ -122,7 +122,6 @@ class RunHandle:
         self.records: list[dict[str, Any]] = []
         self.elapsed = 0.0
         self.pending_losses: list[float] = []
-        self.checkpointed_round = 0      # the round the latest checkpoint holds (trackers log up to it)
 
     @property
     def next_round(self) -> int:
@@ -140,13 +139,11 @@ class RunHandle:
         for store in self.simulator.client_stores.values():
             store.flush()
         ckpt.save_checkpoint(self.run_dir, self.state_dict())
-        self.checkpointed_round = self.next_round
 
     def load_state(self, saved: dict[str, Any]) -> None:
         self.simulator.load_state(saved["simulator"])
         self.elapsed = saved["elapsed"]
         self.pending_losses = list(saved["pending_losses"])
-        self.checkpointed_round = self.next_round
 
     def run_round(self) -> dict[str, Any]:
         config = self.config
@@ -184,11 +181,6 @@ def _default_callbacks(config: ExperimentConfig, run_dir: Path) -> list[Callback
         callbacks.append(TargetAccuracy(config.run.target_accuracy))
     if config.run.progress:
         callbacks.append(ProgressBar())
-    if config.run.trackers:
-        from fedhet.tracking.callback import TrackingCallback
-
-        # After CheckpointCallback: a round reaches the trackers once a checkpoint covers it.
-        callbacks.append(TrackingCallback(config, run_dir))
     return callbacks
 
 
@@ -251,7 +243,9 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
         _write_run_artifacts(handle)
         # A round-0 checkpoint: a run killed before its first periodic checkpoint still resumes.
         handle.save_checkpoint()
-    all_callbacks = _default_callbacks(config, run_dir) + list(callbacks)
+    # Trackers after the checkpoint callback: a round reaches them once a checkpoint covers it.
+    all_callbacks = (_default_callbacks(config, run_dir) + tracking_callbacks(config, run_dir, resume)
+                     + list(callbacks))
     for callback in all_callbacks:
         callback.on_run_start(handle)
     stop = False

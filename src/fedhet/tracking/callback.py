@@ -1,6 +1,7 @@
 """The round-loop callback that feeds the trackers of ``run.trackers``.
 
-Rule: a round reaches the trackers only once a checkpoint covers it. A run killed between two
+Rule: a round reaches the trackers only once a checkpoint covers it (the callback runs after
+:class:`~fedhet.engine.callbacks.CheckpointCallback` and follows its :func:`checkpoint_due`). A run killed between two
 checkpoints therefore has logged nothing that its resume will compute again, and the resume logs
 exactly the rounds after the last one each tracker holds; no step is logged twice. Until the next
 checkpoint (``run.checkpoint_every``) rounds wait in memory; the last round is always checkpointed,
@@ -13,13 +14,14 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 from typing import Any, Optional
 
-from fedhet.engine.callbacks import Callback
+from fedhet.engine.callbacks import Callback, checkpoint_due
 from fedhet.io import atomic_write_json
 from fedhet.tracking.base import Tracker, TrackingContext, flat_params
-from fedhet.tracking.names import check_trackers_installed
+from fedhet.tracking.names import check_trackers_installed  # noqa: F401  (re-exported for the runner)
 
 logger = logging.getLogger(__name__)
 
@@ -60,13 +62,31 @@ def read_state(run_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
+def tracking_callbacks(config: Any, run_dir: Path, resume: bool) -> list[Callback]:
+    """The callback of ``config.run.trackers`` (none when empty); raises
+    :class:`~fedhet.tracking.names.TrackerUnavailableError` when a package is missing."""
+    return [TrackingCallback(config, run_dir, resume=resume)] if config.run.trackers else []
+
+
+def clear_tracking_files(run_dir: Path) -> None:
+    """Remove the trackers' files of an earlier run from ``run_dir`` (only fedhet's own: the state
+    file and the TensorBoard and W&B folders; MLflow's store is outside the run directory)."""
+    from fedhet.tracking.tensorboard import LOG_DIR
+    from fedhet.tracking.wandb import WANDB_DIR
+
+    (run_dir / STATE_FILE).unlink(missing_ok=True)
+    for folder in (LOG_DIR, WANDB_DIR):
+        shutil.rmtree(run_dir / folder, ignore_errors=True)
+
+
 class TrackingCallback(Callback):
     """Mirrors the run into each tracker of ``config.run.trackers`` (see the module docstring)."""
 
-    def __init__(self, config: Any, run_dir: Path):
+    def __init__(self, config: Any, run_dir: Path, *, resume: bool):
         check_trackers_installed(config.run.trackers)
         self.config = config
         self.run_dir = Path(run_dir)
+        self.resume = resume
         self.trackers: dict[str, Tracker] = {}
         self.state: dict[str, dict[str, Any]] = {}
         self.pending: list[dict[str, Any]] = []
@@ -82,6 +102,8 @@ class TrackingCallback(Callback):
                                config_toml=config_to_toml(self.config))
 
     def on_run_start(self, run):
+        if not self.resume:
+            clear_tracking_files(self.run_dir)     # a new run in a reused directory starts new tracked runs
         saved_state = read_state(self.run_dir)
         context = self._context()
         params = flat_params(context.config)
@@ -110,8 +132,8 @@ class TrackingCallback(Callback):
     def on_round_end(self, run, record):
         if "test_accuracy" in record:          # the rounds metrics.jsonl records
             self.pending.append(record)
-        if getattr(run, "checkpointed_round", 0) >= record["round"]:
-            self._flush()
+        if checkpoint_due(record["round"], self.config.run.checkpoint_every, self.config.run.rounds):
+            self._flush()                       # CheckpointCallback, before this one, has just saved
         return False
 
     def on_run_end(self, run, summary):
