@@ -219,8 +219,8 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
     ``config.toml``, ``metrics.jsonl``, ``summary.json``, ``checkpoint.pt``, ``partition.csv/png``,
     ``participation.pt/png`` there, each atomically.
     """
-    run_dir = Path(run_dir) if run_dir is not None else Path(config.run.out_dir) / config.run.name
     check_trackers_installed(config.run.trackers)   # a missing tracker package stops before any work
+    run_dir = Path(run_dir) if run_dir is not None else Path(config.run.out_dir) / config.run.name
     if not resume and (run_dir / ckpt.CHECKPOINT_NAME).exists():
         if not overwrite:
             raise FileExistsError(f"run directory {run_dir} already holds a run; resume it with "
