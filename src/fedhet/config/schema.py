@@ -48,11 +48,6 @@ class RunOptions:
     target_accuracy: Optional[float] = option(None, gt=0, le=1,
                                               help="accuracy whose first reaching round is reported (rounds to target)")
     stop_at_target: bool = option(False, help="stop the run once target_accuracy is reached")
-    store_dtype: str = option("auto", choices=("auto", "float32", "bfloat16", "float16", "float64"),
-                              help="storage dtype of per-client memories (momenta, control variates, ...); "
-                                   "'auto' = run.dtype")
-    store_mmap: bool = option(False, help="keep per-client memories in memory-mapped files in the run directory")
-    progress: bool = option(True, help="show a progress bar")
     trackers: tuple[str, ...] = option(default_factory=tuple,
                                        help="experiment trackers that also receive the config, every evaluated "
                                             "round, the summary and the plots: tensorboard, mlflow, wandb "
@@ -63,15 +58,20 @@ class RunOptions:
                                                   "the mlruns directory beside the run directory")
     wandb_mode: str = option("offline", choices=("offline", "online"),
                              help="W&B mode; 'offline' writes only the run directory's wandb folder")
+    store_dtype: str = option("auto", choices=("auto", "float32", "bfloat16", "float16", "float64"),
+                              help="storage dtype of per-client memories (momenta, control variates, ...); "
+                                   "'auto' = run.dtype")
+    store_mmap: bool = option(False, help="keep per-client memories in memory-mapped files in the run directory")
+    progress: bool = option(True, help="show a progress bar")
 
     def validate(self, section: str) -> None:
+        from fedhet.tracking.names import check_tracking_options
+
+        check_tracking_options(self, section)
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device):
             raise ConfigError(f"{section}.device", self.device, "allowed: auto, cpu, cuda, cuda:N, mps")
         if not self.name or "/" in self.name or self.name in (".", ".."):
             raise ConfigError(f"{section}.name", self.name, "a non-empty name without '/'")
-        from fedhet.tracking.names import check_tracking_options
-
-        check_tracking_options(self, section)
 
 
 @dataclasses.dataclass(frozen=True)
