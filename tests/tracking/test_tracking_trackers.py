@@ -143,3 +143,15 @@ def test_tensorboard_server_serves_the_scalars(tracked):
     assert points is not None, "TensorBoard did not answer on 127.0.0.1"
     served = {"test_accuracy": [(step, value) for _wall, step, value in points]}
     assert same_series(served, as_float32({"test_accuracy": jsonl_series(run_dir)["test_accuracy"]}))
+
+
+def test_tracking_does_not_change_the_numbers(tracked, tmp_path):
+    from fedhet import load_config, run_experiment
+    from small_run import SMALL
+
+    _, run_dir, _ = tracked
+    plain = load_config(None, [*SMALL, f"run.out_dir={tmp_path}", "run.name=tiny", "run.rounds=5"])
+    run_experiment(plain)
+    tracked_series, plain_series = jsonl_series(run_dir), jsonl_series(tmp_path / "tiny")
+    tracked_series.pop("wall_seconds"), plain_series.pop("wall_seconds")
+    assert same_series(tracked_series, plain_series)
