@@ -1,9 +1,10 @@
 """The round-loop callback that feeds the trackers of ``run.trackers``.
 
 Rule: a round reaches the trackers only once a checkpoint covers it (the callback runs after
-:class:`~fedhet.engine.callbacks.CheckpointCallback` and follows its :func:`checkpoint_due`). A run killed between two
-checkpoints therefore has logged nothing that its resume will compute again, and the resume logs
-exactly the rounds after the last one each tracker holds; no step is logged twice. Until the next
+:class:`~fedhet.engine.callbacks.CheckpointCallback` and follows the same
+:func:`~fedhet.engine.callbacks.checkpoint_due`). A run killed between two checkpoints therefore
+has logged nothing that its resume will compute again, and the resume logs exactly the rounds after
+the last one each tracker holds (asked of the tool where it can tell); no step is logged twice. Until the next
 checkpoint (``run.checkpoint_every``) rounds wait in memory; the last round is always checkpointed,
 so a finished run has logged every evaluated round.
 
@@ -21,7 +22,7 @@ from typing import Any, Optional
 from fedhet.engine.callbacks import Callback, checkpoint_due
 from fedhet.io import atomic_write_json
 from fedhet.tracking.base import Tracker, TrackingContext, flat_params
-from fedhet.tracking.names import check_trackers_installed  # noqa: F401  (re-exported for the runner)
+from fedhet.tracking.names import check_trackers_installed
 
 logger = logging.getLogger(__name__)
 
