@@ -10,7 +10,6 @@ resume the saved run id is reopened and the last round is read back from the sto
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import time
 import urllib.parse
 import urllib.request
@@ -39,8 +38,12 @@ def _store_lock(uri: str) -> Iterator[None]:
     together could each create the sweep's experiment; the lock makes the second find the first's.
     Other stores (a server, a database) enforce unique names themselves.
     """
+    try:
+        import fcntl
+    except ImportError:                 # not POSIX: no lock (parallel sweep workers may race there)
+        fcntl = None
     parsed = urllib.parse.urlparse(uri)
-    if parsed.scheme not in ("file", ""):
+    if parsed.scheme not in ("file", "") or fcntl is None:
         yield
         return
     store = Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme else Path(uri)
