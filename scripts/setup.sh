@@ -24,10 +24,13 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 py="$venv/bin/python"
 stamp="$venv/.fedhet-installed-${extra:-base}"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# A stamp is not proof: a venv whose numpy was removed (or never installed) is installed again.
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! "$py" -c "import numpy" 2>/dev/null; then
   echo "setup: installing torch==2.13.0 and fedhet${extra:+[$extra]} into $venv" >&2
-  "$py" -m pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
-  "$py" -c "import torch" || { echo "setup: torch failed to install" >&2; exit 1; }
+  # numpy with torch: torch imported without numpy prints "Failed to initialize NumPy" (and has no
+  # tensor <-> array conversion), so the check below must not run before numpy is there.
+  "$py" -m pip install -q --disable-pip-version-check "torch==2.13.0" "numpy>=1.24" 2>&1 | grep -v "^WARNING: Location" || true
+  "$py" -W error::UserWarning -c "import numpy, torch" || { echo "setup: torch or numpy failed to install" >&2; exit 1; }
   target="."
   [ -n "$extra" ] && target=".[$extra]"
   "$py" -m pip install -q --disable-pip-version-check -e "$target" 2>&1 | grep -v "^WARNING: Location" || true

@@ -6,8 +6,11 @@
     fedhet options [SECTION [NAME]]          list components and their options
     fedhet sweep CONFIG [--grid key=v1,v2 ...] [--seeds 1,2,3] [--variants FILE] [--jobs N] ...
     fedhet report RUN_DIR... --out DIR [--target 0.8] [--group-by KEY,...]
+    fedhet tune CONFIG --param KEY=SPEC ... [--sampler grid|optuna] [--criterion train_loss@R] ...
 
-Configuration errors exit with status 2 and a message naming the key, the value and what is allowed.
+Errors print one line, ``fedhet: ...``: configuration and input errors exit with status 2 (the message
+names the key, the value and what is allowed), file-system errors (disk full, read-only) with 1, bugs
+with 3; ``fedhet --debug COMMAND ...`` shows the traceback instead (see fedhet.error_lines).
 """
 from __future__ import annotations
 
@@ -17,18 +20,17 @@ import sys
 from typing import Sequence
 
 from fedhet.config.options import ConfigError, describe_options
-from fedhet.errors import FedhetError
+from fedhet.engine.summary import CLIENT_SUMMARY_KEYS
+from fedhet.error_lines import error_line
+from fedhet.logs import NORMAL, QUIET, VERBOSE, configure_cli_logging
 
 EXIT_CONFIG_ERROR = 2
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def _print_summary(summary: dict) -> None:
     keys = ["name", "algorithm", "rounds", "final_accuracy", "best_accuracy", "last10_accuracy", "e_ludd",
             "rounds_to_target", "wall_seconds", "seconds_per_round", "backend", "device"]
+    keys += [key for key in CLIENT_SUMMARY_KEYS if key in summary]
     width = max(len(k) for k in keys)
     for key in keys:
         value = summary.get(key)
@@ -43,7 +45,7 @@ def _command_run(args: argparse.Namespace) -> int:
     if args.resume:
         if args.config or args.set:
             raise ConfigError("--resume", args.resume, "resume takes only the run directory (its config.toml is used)")
-        summary = resume_run(args.resume, log=_log)
+        summary = resume_run(args.resume)
     else:
         if not args.config:
             raise ConfigError("config", None, "give a TOML config file, or --resume RUN_DIR")
@@ -51,7 +53,7 @@ def _command_run(args: argparse.Namespace) -> int:
         if args.quiet:
             from dataclasses import replace
             config = replace(config, run=replace(config.run, progress=False))
-        summary = run_experiment(config, overwrite=args.overwrite, log=_log)
+        summary = run_experiment(config, overwrite=args.overwrite)
     _print_summary(summary)
     return 0
 
@@ -83,6 +85,13 @@ def _command_options(args: argparse.Namespace) -> int:
             print(f"{title}  {summary}".rstrip())
             for key, type_name, default, text in describe_options(cls):
                 print(f"    {section}.{key} ({type_name}, default {json.dumps(default, default=str)}): {text}")
+            print()
+        if section == "data":
+            from fedhet.config.client_eval import DataSplitOptions
+
+            print("[data]  keys every dataset takes")
+            for key, type_name, default, text in describe_options(DataSplitOptions):
+                print(f"    data.{key} ({type_name}, default {json.dumps(default, default=str)}): {text}")
             print()
     return 0
 
@@ -143,40 +152,62 @@ def _add_experiment_commands(sub) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fedhet", description="Federated optimisation under heterogeneity.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error (default: one line, 'fedhet: ...')")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an experiment, or resume one")
     run.add_argument("config", nargs="?", help="TOML experiment file")
     run.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a config value")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
     run.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--quiet", action="store_true", help="no progress bar; print warnings only")
     run.set_defaults(handler=_command_run)
     check = sub.add_parser("check", help="validate a config and print it resolved")
-    check.add_argument("config", nargs="?")
-    check.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE")
+    check.add_argument("config", nargs="?", help="TOML experiment file (none: every default)")
+    check.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a config value")
     check.set_defaults(handler=_command_check)
     options = sub.add_parser("options", help="list components and their options")
-    options.add_argument("section", nargs="?")
-    options.add_argument("name", nargs="?")
+    options.add_argument("section", nargs="?", help="run, data, partition, model, participation, client or server "
+                                                    "(none: all)")
+    options.add_argument("name", nargs="?", help="one component of the section (none: all)")
     options.set_defaults(handler=_command_options)
     _add_experiment_commands(sub)
+    from fedhet.tuning.command import add_tune_command
+    add_tune_command(sub)
+    for command in sub.choices.values():
+        _add_verbosity(command)
     return parser
+
+
+def _add_verbosity(command: argparse.ArgumentParser) -> None:
+    """``--quiet`` (warnings only) and ``--verbose`` (debug messages) on a subcommand that lacks them."""
+    flags = {flag for action in command._actions for flag in action.option_strings}
+    if "--quiet" not in flags:
+        command.add_argument("--quiet", action="store_true", help="print warnings only")
+    if "--verbose" not in flags:
+        command.add_argument("--verbose", action="store_true", help="print every message, debug ones included")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.quiet and args.verbose:
+        parser.error("--quiet and --verbose exclude each other")
+    # A sweep's terminal shows its progress view; the runs' own messages are in their sweep.log files.
+    default = QUIET if args.command == "sweep" else NORMAL
+    configure_cli_logging(QUIET if args.quiet else VERBOSE if args.verbose else default)
     try:
         return args.handler(args)
-    except ConfigError as error:
-        print(f"fedhet: configuration error: {error}", file=sys.stderr)
-        return EXIT_CONFIG_ERROR
-    except (FedhetError, FileExistsError, FileNotFoundError) as error:
-        print(f"fedhet: {error}", file=sys.stderr)
-        return EXIT_CONFIG_ERROR
     except KeyboardInterrupt:
         print("fedhet: interrupted; resume with `fedhet run --resume RUN_DIR`", file=sys.stderr)
         return 130
+    except Exception as error:
+        # One line per error, tracebacks only with --debug (fedhet.error_lines states the rule).
+        if args.debug:
+            raise
+        line, status = error_line(error)
+        print(line, file=sys.stderr)
+        return status
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 a run that diverged, a run directory in use).
 
 The command line prints such an error as one line, ``fedhet: <message>``, with a non-zero exit and
-no traceback; anything else is a bug and keeps its traceback. Library code raises a subclass that
+no traceback; anything else is a bug, reported as one ``fedhet: internal error ...`` line that says
+to rerun with ``--debug`` for the traceback (:mod:`fedhet.error_lines`). Library code raises a subclass that
 also derives from the matching built-in type (``ValueError``, ``FileNotFoundError``, ...), so callers
 that catch the built-in keep working.
 """

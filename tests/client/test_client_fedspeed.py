@@ -19,7 +19,7 @@ def test_rounds_match_a_transcription_of_fedspeed_algorithm_one():
     rho0, alpha, lam = 0.1, 0.9375, 2.0
     problem = make_least_squares(num_clients=num_clients, dim=3, examples_per_client=10, seed=5)
     options = full_batch_options(problem, FedSpeedOptions, learning_rate=lr, steps=steps, rho0=rho0, alpha=alpha,
-                                 prox_weight=1 / lam)
+                                 prox_weight=1 / lam, variant="paper")
     sim = problem.simulator(solver=CLIENT_SOLVERS.get("fedspeed").factory(options),
                             server=SERVERS.get("fedspeed").factory(ServerOptions()),
                             participation=make_uniform(UniformOptions(clients_per_round=2)), seed=7)
@@ -83,7 +83,8 @@ def test_prox_correction_switch_changes_only_the_correction():
     """With the perturbation on, turning the correction off differs from the full algorithm from
     round 2 on (round 1 has ghat_i = 0 everywhere, so its local steps coincide)."""
     problem = make_least_squares(num_clients=2, dim=3, examples_per_client=10, seed=6)
-    options = dict(rho0=0.05, alpha=0.5, prox_weight=0.5, learning_rate=0.05, batch_size=5, epochs=1)
+    options = dict(rho0=0.05, alpha=0.5, prox_weight=0.5, learning_rate=0.05, batch_size=5, epochs=1,
+                   variant="paper")
     sims = [problem.simulator(solver=CLIENT_SOLVERS.get("fedspeed").factory(FedSpeedOptions(prox_correction=flag, **options)),
                               server=SERVERS.get("fedspeed").factory(ServerOptions()))
             for flag in (True, False)]
@@ -97,7 +98,7 @@ def test_prox_correction_switch_changes_only_the_correction():
 def test_fedspeed_server_is_the_unweighted_mean_of_the_uploads():
     """With unequal client sizes the FedSpeed server ignores data sizes; uploads are xhat_i - x."""
     problem = make_least_squares(num_clients=3, dim=3, examples_per_client=[4, 8, 20], seed=2)
-    options = full_batch_options(problem, FedSpeedOptions, learning_rate=0.05, steps=2)
+    options = full_batch_options(problem, FedSpeedOptions, learning_rate=0.05, steps=2, variant="paper")
     sim = problem.simulator(solver=CLIENT_SOLVERS.get("fedspeed").factory(options),
                             server=SERVERS.get("fedspeed").factory(ServerOptions()))
     x = sim.params.clone()
@@ -108,6 +109,20 @@ def test_fedspeed_server_is_the_unweighted_mean_of_the_uploads():
 def test_paper_defaults():
     options = FedSpeedOptions()
     assert (options.rho0, options.alpha, options.prox_weight) == (0.1, 0.9375, 0.1)
+
+
+def test_default_variant_is_the_released_code_server_rule():
+    """The default reproduces the paper's partial-participation results (docs/algorithms.md):
+    with no variant given, a run equals an explicit released-code run and differs from the paper's."""
+    assert FedSpeedOptions().variant == "released-code"
+    problem = make_least_squares(num_clients=6, dim=3, examples_per_client=10, seed=3)
+    finals = {}
+    for variant in (None, "released-code", "paper"):
+        extra = {} if variant is None else {"variant": variant}
+        options = full_batch_options(problem, FedSpeedOptions, learning_rate=0.05, steps=2, prox_weight=0.5, **extra)
+        finals[variant] = _run(problem, "fedspeed", options, make_uniform(UniformOptions(clients_per_round=2)), 4)
+    assert torch.equal(finals[None], finals["released-code"])
+    assert not torch.allclose(finals[None], finals["paper"], atol=1e-6)
 
 
 def _run(problem, name, options, participation, rounds, server=None):

@@ -133,3 +133,9 @@ def test_hugging_face_tokenizer_problems_are_named(tmp_path):
     _save_word_level_tokenizer(tmp_path / "no_eos", with_eos=False)
     with pytest.raises(DatasetFileError, match="neither a pad nor an end-of-text token"):
         load_agnews(tmp_path / "csv", tokenizer=str(tmp_path / "no_eos"))
+
+
+def test_finding_9_agnews_lists_the_csv_files_it_read(tmp_path):
+    write_agnews(tmp_path)
+    assert load_agnews(tmp_path, vocab_size=3, max_length=6).source_files == (
+        str(tmp_path / "train.csv"), str(tmp_path / "test.csv"))

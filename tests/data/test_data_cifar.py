@@ -229,3 +229,44 @@ def test_missing_root_option_names_data_root_and_layout():
     entry = DATASETS.get("cifar10")
     with pytest.raises(ConfigError, match=r"data\.root.*cifar-10-batches-py.*place the official files"):
         entry.factory(entry.options_cls(), seed=0)
+
+
+def _nested_shared_list(depth=9, width=10):
+    """A list nested ``depth`` deep, ``width`` wide, every level one shared object: a pickle of a few
+    hundred bytes that np.asarray expands into width ** depth (1e9) elements."""
+    level = [0]
+    for _ in range(depth):
+        level = [level] * width
+    return level
+
+
+@pytest.mark.parametrize("key", [b"data", b"labels"])
+def test_finding_10_a_tiny_nested_list_pickle_fails_fast_without_allocating(tmp_path, key):
+    import time
+    import tracemalloc
+
+    folder, _train, _test = write_cifar10(tmp_path)
+    images, labels = _random_batch(np.random.default_rng(5), PER_BATCH, 10)
+    batch = {b"data": images, b"labels": labels}
+    batch[key] = _nested_shared_list()
+    assert len(pickle.dumps(batch[key], protocol=2)) < 300          # the bomb itself is tiny
+    (folder / "data_batch_1").write_bytes(pickle.dumps(batch, protocol=2))
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(DatasetFileError, match=rf"data_batch_1: {key!r} must be"):
+            load_cifar10(tmp_path)
+        elapsed = time.perf_counter() - started
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # The bad path took 13 s and 3.5 GB; the checks come before any conversion now (the bound is
+    # loose because the machine is shared).
+    assert elapsed < 2.0 and peak < 50 * 2**20
+
+
+def test_finding_9_cifar_bundle_lists_the_files_it_read(tmp_path):
+    folder, _train, _test = write_cifar10(tmp_path)
+    files = load_cifar10(tmp_path).source_files
+    assert sorted(files) == sorted(str(folder / name) for name in
+                                   [f"data_batch_{k}" for k in range(1, 6)] + ["test_batch", "batches.meta"])

@@ -99,7 +99,7 @@ def test_dataset_downloads_missing_files_into_the_cache_and_normalises(tmp_path,
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "train-labels-idx1-ubyte.gz").write_bytes(files["train-labels-idx1-ubyte"])  # already there
-    bundle = load_idx_dataset("mnist", source, root=tmp_path / "empty-root", cache_dir=cache, system_dirs=[])
+    bundle = load_idx_dataset("mnist", source, root=None, cache_dir=cache, system_dirs=[])
     assert sorted(r["path"] for r in local_http_server.requests) == sorted(
         f"{s}.gz" for s in IDX_FILE_STEMS if s != "train-labels-idx1-ubyte")
     assert sorted(p.name for p in cache.iterdir()) == sorted(f"{s}.gz" for s in IDX_FILE_STEMS)
@@ -111,12 +111,12 @@ def test_dataset_downloads_missing_files_into_the_cache_and_normalises(tmp_path,
 
 
 def test_download_off_lists_every_place_searched(tmp_path):
-    root, cache = tmp_path / "root", tmp_path / "cache"
+    cache = tmp_path / "cache"          # no data.root: a given root is the only place searched (finding 9)
     with pytest.raises(DatasetNotFoundError) as info:
-        load_idx_dataset("fmnist", IDX_SOURCES["fmnist"], root=root, download=False, cache_dir=cache,
+        load_idx_dataset("fmnist", IDX_SOURCES["fmnist"], root=None, download=False, cache_dir=cache,
                          system_dirs=[tmp_path / "system"])
     message = str(info.value)
-    for place in (root, tmp_path / "system", cache):
+    for place in (tmp_path / "system", cache):
         assert str(place) in message
     assert "data.download = false" in message and "apt-get install dataset-fashion-mnist" in message
 

@@ -106,3 +106,11 @@ def test_registered_femnist(tmp_path):
     entry = DATASETS.get("femnist")
     bundle = entry.factory(entry.options_cls(root=str(tmp_path)), seed=0)
     assert len(bundle.client_indices) == 3 and bundle.train_transform is None
+
+
+def test_finding_9_femnist_lists_the_json_files_it_read(tmp_path):
+    write_femnist(tmp_path / "data")
+    files = load_femnist(tmp_path).source_files
+    assert [f.split("/data/", 1)[1] for f in files] == [
+        "train/all_data_0_niid_0_keep_0_train_9.json", "train/all_data_1_niid_0_keep_0_train_9.json",
+        "test/all_data_0_niid_0_keep_0_test_9.json"]

@@ -45,12 +45,23 @@ def test_mnist_from_root_through_the_registry(tmp_path, make_idx_bytes):
 
 
 @pytest.mark.skipif(Path("/usr/share/datasets/mnist").is_dir(), reason="MNIST is installed system-wide")
-def test_missing_mnist_without_download_lists_root_and_cache(tmp_path):
+def test_missing_mnist_without_download_lists_system_dir_and_cache(tmp_path):
     with pytest.raises(DatasetNotFoundError) as info:
-        _make("mnist", {"root": str(tmp_path / "r"), "download": False, "cache_dir": str(tmp_path / "c")})
+        _make("mnist", {"download": False, "cache_dir": str(tmp_path / "c")})
     message = str(info.value)
-    assert str(tmp_path / "r") in message and str(tmp_path / "c") in message
+    assert str(tmp_path / "c") in message
     assert "/usr/share/datasets/mnist" in message and "data.root" in message
+
+
+def test_a_root_without_the_files_is_an_error_not_a_fallback(tmp_path):
+    """Issue 12, finding 9: only data.root is searched when it is set (no system copy, no cache)."""
+    (tmp_path / "c").mkdir()
+    with pytest.raises(DatasetNotFoundError) as info:
+        _make("fmnist", {"root": str(tmp_path / "r"), "download": True, "cache_dir": str(tmp_path / "c")})
+    message = str(info.value)
+    assert message.startswith(f"data.root = '{tmp_path / 'r'}' does not hold the dataset")
+    assert "/usr/share/datasets" not in message and str(tmp_path / "c") not in message
+    assert list((tmp_path / "c").iterdir()) == []      # nothing downloaded for a root
 
 
 @pytest.fixture(scope="module")

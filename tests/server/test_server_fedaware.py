@@ -329,3 +329,43 @@ def test_state_round_trip_through_the_simulator_is_bitwise_identical(tmp_path, s
     key = "aggregator" if server_name == "fedaware" else "transform"
     assert torch.equal(resumed.server_state[key]["gram"], whole.server_state[key]["gram"])
     assert torch.equal(resumed.server_state[key]["momenta"].table, whole.server_state[key]["momenta"].table)
+
+
+# --- warm-up: FedAvg steps until every client is seen, with participation.explore ----------------
+
+def _warmup_simulators(explore):
+    """FedAWARE and FedAvg on the same least-squares task, 8 clients, 3 per round (sweep of 3 rounds)."""
+    problem = make_least_squares(num_clients=8, dim=3, examples_per_client=[6, 8, 10, 12, 6, 8, 10, 12], seed=9)
+    options = full_batch_options(problem, ClientOptions, learning_rate=0.05, steps=2)
+    participation = build_options(UniformOptions, {"clients_per_round": 3, "explore": explore}, section="p")
+    from fedhet.participation.warmup import with_warmup
+
+    def simulator(server):
+        return problem.simulator(solver=CLIENT_SOLVERS.get("sgd").factory(options),
+                                 server=SERVERS.get(server).factory(SERVERS.get(server).options_cls()),
+                                 participation=with_warmup(UniformParticipation(participation), participation),
+                                 seed=4)
+    return simulator("fedaware"), simulator("fedavg")
+
+
+def test_with_explore_fedaware_steps_like_fedavg_until_every_client_is_seen():
+    aware, fedavg = _warmup_simulators(explore=True)
+    # Sweep rounds hold 3, 3, 2 clients: after rounds 0 and 1 some client is unseen (FedAvg steps);
+    # round 2 completes the sweep and solves over all 8 momenta.
+    for round_index in range(2):
+        record, _ = aware.run_round()
+        fedavg.run_round()
+        assert record["aware_warmup"] == 1.0 and record["aware_num_seen"] == 3.0 * (round_index + 1)
+        assert torch.equal(aware.params, fedavg.params)
+    record, _ = aware.run_round()
+    fedavg.run_round()
+    assert record["aware_warmup"] == 0.0 and record["aware_num_seen"] == 8.0
+    assert not torch.allclose(aware.params, fedavg.params, atol=1e-8)
+
+
+def test_without_explore_fedaware_solves_over_the_clients_seen_from_round_zero():
+    aware, fedavg = _warmup_simulators(explore=False)
+    record, _ = aware.run_round()
+    fedavg.run_round()
+    assert "aware_warmup" not in record and record["aware_num_seen"] == 3.0
+    assert not torch.allclose(aware.params, fedavg.params, atol=1e-8)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from typing import Any, Mapping
@@ -40,13 +41,16 @@ def option(
     le: float | None = None,
     choices: typing.Sequence[Any] | None = None,
     default_factory: Any = _MISSING,
+    allow_inf: bool = False,
 ) -> Any:
     """A dataclass field with documentation and range/choice constraints.
 
     ``symbol`` is the paper's notation (e.g. ``"eta_l"``), shown in ``fedhet options``.
+    Numbers must be finite: NaN is never accepted, and ``inf``/``-inf`` only where ``allow_inf`` is
+    set (an option whose infinity means something, such as a cutoff that never triggers).
     """
     metadata = {"help": help, "symbol": symbol, "gt": gt, "ge": ge, "lt": lt, "le": le,
-                "choices": tuple(choices) if choices is not None else None}
+                "choices": tuple(choices) if choices is not None else None, "allow_inf": allow_inf}
     if default_factory is not _MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -139,6 +143,7 @@ def _check_range(key: str, value: Any, meta: Mapping[str, Any]) -> None:
         raise ConfigError(key, value, "allowed: " + ", ".join(repr(c) for c in choices))
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return
+    _check_finite(key, value, meta)
     bounds = [("gt", ">", lambda v, b: v > b), ("ge", ">=", lambda v, b: v >= b),
               ("lt", "<", lambda v, b: v < b), ("le", "<=", lambda v, b: v <= b)]
     for name, text, ok in bounds:
@@ -146,8 +151,16 @@ def _check_range(key: str, value: Any, meta: Mapping[str, Any]) -> None:
         if bound is not None and not ok(value, bound):
             allowed = " and ".join(f"{t} {meta[n]}" for n, t, _ in bounds if meta.get(n) is not None)
             raise ConfigError(key, value, f"must be {allowed}")
-    if isinstance(value, float) and value != value:
+
+
+def _check_finite(key: str, value: Any, meta: Mapping[str, Any]) -> None:
+    """NaN is never a valid option value; infinity only where the option allows it (``allow_inf``)."""
+    if not isinstance(value, float) or math.isfinite(value):
+        return
+    if value != value:
         raise ConfigError(key, value, "must be a number, not NaN")
+    if not meta.get("allow_inf"):
+        raise ConfigError(key, value, "must be finite (this option has no meaning at infinity)")
 
 
 def option_fields(cls: type) -> dict[str, dataclasses.Field]:
@@ -173,6 +186,9 @@ def build_options(cls: type, values: Mapping[str, Any], *, section: str) -> Any:
         coerced = _coerce(full, value, hints[key])
         if coerced is not None and not isinstance(coerced, tuple):
             _check_range(full, coerced, fields[key].metadata)
+        elif isinstance(coerced, tuple):
+            for index, item in enumerate(coerced):
+                _check_finite(f"{full}[{index}]", item, fields[key].metadata)
         kwargs[key] = coerced
     for name, f in fields.items():
         if name not in kwargs and f.default is _MISSING and f.default_factory is _MISSING:

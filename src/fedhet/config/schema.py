@@ -24,6 +24,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from fedhet.config.client_eval import SHARED_DATA_KEYS, DataSplitOptions, check_client_eval
 from fedhet.config.options import ConfigError, OverrideText, build_options, option, options_to_dict
 from fedhet.registry import (ALGORITHMS, CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS,
                              SERVERS, Registry)
@@ -38,12 +39,19 @@ class RunOptions:
     seed: int = option(1, ge=0, help="run seed; every random stream is derived from it")
     eval_every: int = option(1, ge=1, help="evaluate on the test set every this many rounds (and at the last round)")
     out_dir: str = option("runs", help="directory that holds run directories")
-    device: str = option("auto", help="'auto' (a GPU when present, else CPU), 'cpu', 'cuda' or 'cuda:N'")
+    device: str = option("auto", help="'auto' (a CUDA GPU when present, else CPU), 'cpu', 'cuda', 'cuda:N' or 'mps'")
     backend: str = option("auto", choices=("auto", "sequential", "vectorized", "processes"),
-                          help="execution backend; 'auto' picks the fastest for the device and model")
-    threads: Optional[int] = option(None, ge=1, help="torch threads; default: the CPUs this process may use")
+                          help="execution backend; 'auto': vectorized on a GPU, processes on a CPU with "
+                               "two or more usable cores and a model big enough, else sequential (the run logs the "
+                               "choice and why); the numbers are the same (to rounding for vectorized)")
+    threads: Optional[int] = option(None, ge=1, help="CPUs the run may keep busy (capped at those this process may "
+                                                     "use): this process's torch threads and the processes backend's "
+                                                     "process count; default: one torch thread, and the processes "
+                                                     "backend uses every usable CPU")
     dtype: str = option("float32", choices=("float32", "float64"), help="parameter and compute dtype")
-    eval_batch_size: int = option(2000, ge=1, help="test-set batch size for evaluation")
+    eval_batch_size: int = option(2000, ge=1, help="most examples per forward pass of an evaluation (test set, "
+                                                   "per-client); on a CPU fewer, so that the model's largest "
+                                                   "activation stays within 8 MiB")
     checkpoint_every: int = option(10, ge=1, help="write the checkpoint every this many rounds (and at the end)")
     target_accuracy: Optional[float] = option(None, gt=0, le=1,
                                               help="accuracy whose first reaching round is reported (rounds to target)")
@@ -62,7 +70,17 @@ class RunOptions:
                               help="storage dtype of per-client memories (momenta, control variates, ...); "
                                    "'auto' = run.dtype")
     store_mmap: bool = option(False, help="keep per-client memories in memory-mapped files in the run directory")
-    progress: bool = option(True, help="show a progress bar")
+    progress: bool = option(True, help="show progress: a bar on a terminal, else a line every 10% of the rounds")
+    resource_check: str = option("error", choices=("error", "warn", "off"),
+                                 help="memory and disk estimated before the run (stores, Gram matrix, participation "
+                                      "log): 'error' refuses a run that needs more than the machine has, 'warn' "
+                                      "only warns, 'off' skips the estimate")
+    client_eval_every: int = option(0, ge=0, help="evaluate the global model on every client's own data every this "
+                                               "many rounds (and at the last round; those rounds are also evaluated "
+                                               "on the test set); 0 (default): off")
+    client_eval_data: str = option("holdout", choices=("holdout", "train"),
+                                   help="per-client evaluation data: 'holdout' (the slice set by "
+                                        "data.client_test_fraction) or 'train' (the client's training data)")
 
     def validate(self, section: str) -> None:
         from fedhet.tracking.names import check_tracking_options
@@ -70,8 +88,9 @@ class RunOptions:
         check_tracking_options(self, section)
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device):
             raise ConfigError(f"{section}.device", self.device, "allowed: auto, cpu, cuda, cuda:N, mps")
-        if not self.name or "/" in self.name or self.name in (".", ".."):
-            raise ConfigError(f"{section}.name", self.name, "a non-empty name without '/'")
+        from fedhet.names import check_name  # here, not at the top: fedhet.names imports this package
+
+        check_name(f"{section}.name", self.name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +99,8 @@ class Component:
 
     name: str
     options: Any
+    # Keys every component of the section takes (the data section's DataSplitOptions), else None.
+    shared: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +122,8 @@ class ExperimentConfig:
         for section in COMPONENT_SECTIONS:
             component = getattr(self, section)
             out[section] = {"name": component.name, **options_to_dict(component.options)}
+            if component.shared is not None:
+                out[section].update(options_to_dict(component.shared))
         return out
 
     def to_flat_dict(self) -> dict[str, Any]:
@@ -156,7 +179,12 @@ def resolve_config(raw: Mapping[str, Any]) -> ExperimentConfig:
         if not isinstance(name, str):
             raise ConfigError(f"{section}.name", name, "expected a string")
         entry = registry.get(name, key=f"{section}.name")
-        components[section] = Component(name, build_options(entry.options_cls, values, section=section))
+        shared = None
+        if section == "data":
+            shared = build_options(DataSplitOptions, {k: values.pop(k) for k in list(values) if k in SHARED_DATA_KEYS},
+                                   section=section)
+        components[section] = Component(name, build_options(entry.options_cls, values, section=section), shared)
+    check_client_eval(run, components["data"].shared)
     return ExperimentConfig(run=run, algorithm=algorithm, **components)
 
 
@@ -202,6 +230,8 @@ def read_toml_file(path: str | Path, *, key: str) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(key, str(path), f"not valid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(key, str(path), f"not UTF-8 text ({error.reason} at byte {error.start})") from None
 
 
 def load_config(path: str | Path | None, overrides: list[str] | Mapping[str, Any] = ()) -> ExperimentConfig:
@@ -224,10 +254,24 @@ def _toml_value(value: Any) -> str:
             return "inf" if value > 0 else "-inf"
         return repr(value)
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return _toml_string(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     raise TypeError(f"cannot write {value!r} to TOML")
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string: backslash, quote and every control character escaped, so that any
+    string (a path with a newline in it included) gives valid TOML that reads back the same."""
+    out = []
+    for char in text:
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
 
 
 def config_to_toml(config: ExperimentConfig) -> str:

@@ -165,4 +165,5 @@ def load_agnews(root: str | Path, *, tokenizer: str | Path | None = None, vocab_
         test=TensorDataset(test_ids, torch.tensor(test_labels, dtype=torch.int64)),
         num_classes=AGNEWS_NUM_CLASSES,
         input_shape=(max_length,),
+        source_files=(str(base / "train.csv"), str(base / "test.csv")),
     )

@@ -54,3 +54,6 @@ class DatasetBundle:
     input_shape: tuple[int, ...]
     client_indices: Optional[list[torch.Tensor]] = None
     train_transform: Optional[BatchTransform] = None
+    # The files the data was read from, when the loader reports them (recorded in the run
+    # directory's data_files.json with their sha256; None for generated data or loaders that do not).
+    source_files: Optional[tuple[str, ...]] = None

@@ -161,7 +161,11 @@ def _archive_reader(archive: Path, layout: _CifarLayout) -> Callable[[str], byte
 def _images_from(batch: dict, source: str) -> np.ndarray:
     if b"data" not in batch:
         raise DatasetFileError(f"{source}: missing key b'data' (keys: {sorted(map(repr, batch))})")
-    data = np.asarray(batch[b"data"])
+    data = batch[b"data"]
+    # Type first, np.asarray never: a tiny pickle of nested lists sharing references expands into
+    # gigabytes under np.asarray (the official files hold an ndarray here).
+    if not isinstance(data, np.ndarray):
+        raise DatasetFileError(f"{source}: b'data' must be a uint8 array [n, 3072], found {type(data).__name__}")
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
         raise DatasetFileError(f"{source}: b'data' must be uint8 [n, 3072], found {data.dtype} {list(data.shape)}")
     return data.reshape(-1, 3, 32, 32)  # rows are R, G, B planes, each row-major 32 x 32
@@ -170,7 +174,16 @@ def _images_from(batch: dict, source: str) -> np.ndarray:
 def _labels_from(batch: dict, key: bytes, num_classes: int, count: int, source: str) -> np.ndarray:
     if key not in batch:
         raise DatasetFileError(f"{source}: missing key {key!r} (keys: {sorted(map(repr, batch))})")
-    labels = np.asarray(batch[key])
+    labels = batch[key]
+    # The official files hold a list of ints; check that before np.asarray (see _images_from).
+    if isinstance(labels, (list, tuple)):
+        if len(labels) != count or not all(type(label) is int for label in labels):
+            kinds = sorted({type(label).__name__ for label in labels[:100]})
+            raise DatasetFileError(f"{source}: {key!r} must be {count} integers, found a list of {len(labels)} "
+                                   f"({', '.join(kinds) or 'empty'})")
+    elif not isinstance(labels, np.ndarray):
+        raise DatasetFileError(f"{source}: {key!r} must be a list of {count} integers, found {type(labels).__name__}")
+    labels = np.asarray(labels)
     if labels.ndim != 1 or labels.shape[0] != count or not np.issubdtype(labels.dtype, np.integer):
         raise DatasetFileError(f"{source}: {key!r} must be {count} integers, found {labels.dtype} {list(labels.shape)}")
     if count and (labels.min() < 0 or labels.max() >= num_classes):
@@ -183,6 +196,8 @@ def _check_meta(read: Callable[[str], bytes], where: str, layout: _CifarLayout, 
     source = f"{where}/{layout.meta_file}"
     meta = unpickle_batch(read(layout.meta_file), source)
     names = meta.get(key)
+    if names is not None and not isinstance(names, (list, tuple, np.ndarray)):
+        raise DatasetFileError(f"{source}: {key!r} must be a list of class names, found {type(names).__name__}")
     if names is None or len(names) != num_classes:
         found = "missing" if names is None else f"{len(names)} names"
         raise DatasetFileError(f"{source}: {key!r} must list {num_classes} class names, found {found}")
@@ -211,6 +226,13 @@ def _bundle(name: str, train: tuple[torch.Tensor, torch.Tensor], test: tuple[tor
     )
 
 
+def _source_files(where: str, layout: _CifarLayout) -> tuple[str, ...]:
+    """The files a dataset was read from: the archive, or the batch files of the directory."""
+    if Path(where).is_file():
+        return (where,)
+    return tuple(str(Path(where) / name) for name in layout.train_files + (layout.test_file, layout.meta_file))
+
+
 def load_cifar10(root: str | Path) -> DatasetBundle:
     """CIFAR-10: 50,000 train / 10,000 test images ``[n, 3, 32, 32]`` float32, normalised with
     :data:`CIFAR10_MEAN` / :data:`CIFAR10_STD`; int64 labels 0..9.
@@ -223,7 +245,9 @@ def load_cifar10(root: str | Path) -> DatasetBundle:
     _check_meta(read, where, layout, b"label_names", 10)
     train = _load_split(read, where, layout.train_files, b"labels", 10)
     test = _load_split(read, where, (layout.test_file,), b"labels", 10)
-    return _bundle("cifar10", train, test, 10, CIFAR10_MEAN, CIFAR10_STD)
+    bundle = _bundle("cifar10", train, test, 10, CIFAR10_MEAN, CIFAR10_STD)
+    bundle.source_files = _source_files(where, layout)
+    return bundle
 
 
 def load_cifar100(root: str | Path, *, label_mode: str = "fine") -> DatasetBundle:
@@ -243,4 +267,6 @@ def load_cifar100(root: str | Path, *, label_mode: str = "fine") -> DatasetBundl
     _check_meta(read, where, layout, f"{label_mode}_label_names".encode(), num_classes)
     train = _load_split(read, where, layout.train_files, label_key, num_classes)
     test = _load_split(read, where, (layout.test_file,), label_key, num_classes)
-    return _bundle("cifar100", train, test, num_classes, CIFAR100_MEAN, CIFAR100_STD)
+    bundle = _bundle("cifar100", train, test, num_classes, CIFAR100_MEAN, CIFAR100_STD)
+    bundle.source_files = _source_files(where, layout)
+    return bundle

@@ -2,7 +2,8 @@
 
 Image datasets are found in this order (:func:`locate_idx_files`):
 
-1. ``data.root``, when set;
+1. ``data.root``, when set, and then only there (a ``data.root`` that does not hold the files is an
+   error, never a silent fallback to the other places);
 2. the system directory (``/usr/share/datasets/fashion-mnist/``, where
    ``apt-get install dataset-fashion-mnist`` puts the files; ``/usr/share/datasets/mnist/``);
 3. the cache directory ``data.cache_dir`` (default ``~/.cache/fedhet/<fashion-mnist|mnist>``),
@@ -28,6 +29,7 @@ from typing import Iterable, Optional
 
 from fedhet.config.options import option
 from fedhet.data.base import DatasetBundle, TensorDataset
+from fedhet.data.validation import DataOptions
 from fedhet.data.download import DownloadError, download_file
 from fedhet.data.idx import (IDX_FILE_STEMS, SYSTEM_DATA_DIRS, DatasetNotFoundError, IdxFiles, find_idx_files,
                              idx_files_in, read_idx_split)
@@ -98,10 +100,20 @@ def manual_install_hint(source: IdxSource, cache_dir: Path) -> str:
 def locate_idx_files(source: IdxSource, *, root: Optional[Path], download: bool, cache_dir: Path,
                      system_dirs: Optional[Iterable[str | os.PathLike]] = None, timeout: float = 30.0) -> IdxFiles:
     """Find the four files (root, system dirs, cache dir), downloading the missing ones into the cache.
+    A given ``root`` is the only directory searched, and nothing is downloaded for it.
 
     Raises :class:`DatasetNotFoundError` (download off) or :class:`DownloadError` (download failed),
     both listing every directory searched and how to provide the files by hand.
     """
+    if root is not None:
+        # An explicit data.root is the only place looked at: falling back to the system copy would
+        # hide a typo and record the wrong root (docs/reliability.md, "Inputs and errors").
+        try:
+            return find_idx_files(source.name, root, cache_dir=None, system_dirs=())
+        except DatasetNotFoundError as not_found:
+            raise DatasetNotFoundError(f"data.root = {str(root)!r} does not hold the dataset: {not_found}. "
+                                       "Fix data.root, or leave it unset to use the system directory or the "
+                                       "cache") from None
     try:
         return find_idx_files(source.name, root, cache_dir=cache_dir, system_dirs=system_dirs)
     except DatasetNotFoundError as not_found:
@@ -142,11 +154,13 @@ def load_idx_dataset(key: str, source: IdxSource, *, root: Optional[str | os.Pat
         images, labels = read_idx_split(images_path, labels_path)
         inputs = normalize_uint8_images(images.unsqueeze(1), (source.mean,), (source.std,))
         splits.append(TensorDataset(inputs, labels))
-    return DatasetBundle(name=key, train=splits[0], test=splits[1], num_classes=10, input_shape=(1, 28, 28))
+    return DatasetBundle(name=key, train=splits[0], test=splits[1], num_classes=10, input_shape=(1, 28, 28),
+                         source_files=tuple(str(p) for p in (files.train_images, files.train_labels,
+                                                             files.test_images, files.test_labels)))
 
 
 @dataclasses.dataclass(frozen=True)
-class IdxDatasetOptions:
+class IdxDatasetOptions(DataOptions):
     root: Optional[str] = option(None, help="directory holding the four IDX files (raw or .gz); searched first")
     download: bool = option(True, help="download missing files into cache_dir from the official mirror")
     cache_dir: Optional[str] = option(None, help="download/cache directory; none means ~/.cache/fedhet/<dataset>")
@@ -167,7 +181,7 @@ def make_mnist(options: IdxDatasetOptions, *, seed: int) -> DatasetBundle:
 
 
 @dataclasses.dataclass(frozen=True)
-class SyntheticOptions:
+class SyntheticOptions(DataOptions):
     alpha: float = option(1.0, help="spread of the local models (std of u_k)", symbol="alpha", ge=0)
     beta: float = option(1.0, help="spread of the local input means (std of B_k)", symbol="beta", ge=0)
     num_devices: int = option(30, help="number of devices (natural clients)", symbol="K", ge=1)

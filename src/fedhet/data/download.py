@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import logging
 import os
 import re
 import socket
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Optional
 
 from fedhet.errors import FedhetError
+
+logger = logging.getLogger(__name__)
 
 _CHUNK_BYTES = 1 << 20
 
@@ -95,6 +98,7 @@ def download_file(url: str, dest: str | os.PathLike, *, sha256: Optional[str] = 
     headers = {"User-Agent": "fedhet"}
     if offset:
         headers["Range"] = f"bytes={offset}-"
+    logger.info("downloading %s to %s%s", url, dest, f" (resuming at byte {offset})" if offset else "")
     try:
         response = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
     except urllib.error.HTTPError as error:

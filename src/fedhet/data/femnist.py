@@ -142,4 +142,6 @@ def load_femnist(root: str | Path, *, invert: bool = False) -> DatasetBundle:
         num_classes=FEMNIST_NUM_CLASSES,
         input_shape=(1, 28, 28),
         client_indices=client_indices,
+        # The same sorted glob _read_split read.
+        source_files=tuple(str(p) for split in ("train", "test") for p in sorted((base / split).glob("*.json"))),
     )

@@ -19,6 +19,7 @@ from typing import Sequence
 from fedhet.config.options import ConfigError, option
 from fedhet.data.agnews import AGNEWS_SOURCE, load_agnews
 from fedhet.data.base import BatchTransform, DatasetBundle
+from fedhet.data.validation import DataOptions
 from fedhet.data.cifar import (CIFAR10_MEAN, CIFAR10_STD, CIFAR100_MEAN, CIFAR100_STD, CIFAR_OFFICIAL_URL,
                                load_cifar10, load_cifar100)
 from fedhet.data.femnist import FEMNIST_SOURCE, load_femnist
@@ -78,13 +79,13 @@ _CACHE_HELP = ("directory for the decoded-image cache (<dataset>-<split>-<finger
 
 
 @dataclasses.dataclass(frozen=True)
-class Cifar10Options:
+class Cifar10Options(DataOptions):
     root: str | None = _root_option(CIFAR10_LAYOUT)
     augment: bool = _augment_option()
 
 
 @dataclasses.dataclass(frozen=True)
-class Cifar100Options:
+class Cifar100Options(DataOptions):
     root: str | None = _root_option(CIFAR100_LAYOUT)
     augment: bool = _augment_option()
     label_mode: str = option("fine", help="fine = 100 classes, coarse = 20 superclasses",
@@ -92,14 +93,14 @@ class Cifar100Options:
 
 
 @dataclasses.dataclass(frozen=True)
-class SvhnOptions:
+class SvhnOptions(DataOptions):
     root: str | None = _root_option(SVHN_LAYOUT)
     augment: bool = _augment_option("random crop (padding 4); no flips, which would not keep digits digits")
     include_extra: bool = option(False, help="add the 531,131 'extra' digits (extra_32x32.mat) to the training set")
 
 
 @dataclasses.dataclass(frozen=True)
-class Cinic10Options:
+class Cinic10Options(DataOptions):
     root: str | None = _root_option(CINIC10_LAYOUT)
     augment: bool = _augment_option()
     cache_dir: str | None = option(None, help=_CACHE_HELP)
@@ -107,14 +108,14 @@ class Cinic10Options:
 
 
 @dataclasses.dataclass(frozen=True)
-class TinyImageNetOptions:
+class TinyImageNetOptions(DataOptions):
     root: str | None = _root_option(TINYIMAGENET_LAYOUT)
     augment: bool = _augment_option()
     cache_dir: str | None = option(None, help=_CACHE_HELP)
 
 
 @dataclasses.dataclass(frozen=True)
-class AgNewsOptions:
+class AgNewsOptions(DataOptions):
     root: str | None = _root_option(AGNEWS_LAYOUT)
     tokenizer: str | None = option(None, help="local directory of a Hugging Face tokenizer (e.g. Pythia-70M's; "
                                               "needs fedhet[nlp]; never downloaded); unset = the built-in "
@@ -125,7 +126,7 @@ class AgNewsOptions:
 
 
 @dataclasses.dataclass(frozen=True)
-class FemnistOptions:
+class FemnistOptions(DataOptions):
     root: str | None = _root_option(FEMNIST_LAYOUT)
     invert: bool = option(False, help="use 1 - pixel (white ink on black) instead of LEAF's black ink on white")
 

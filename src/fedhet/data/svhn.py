@@ -87,4 +87,6 @@ def load_svhn(root: str | Path, *, include_extra: bool = False) -> DatasetBundle
         test=TensorDataset(normalize_uint8_images(test_images, SVHN_MEAN, SVHN_STD), test_labels),
         num_classes=10,
         input_shape=(3, 32, 32),
+        source_files=tuple(str(root / f"{split}_32x32.mat")
+                           for split in ("train", *(("extra",) if include_extra else ()), "test")),
     )

@@ -15,6 +15,7 @@ every random stream is keyed by (seed, round, client), so a resumed run continue
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import shutil
 import time
@@ -26,10 +27,13 @@ import torch
 from fedhet.backends.base import usable_cpus
 from fedhet.backends.select import select_backend
 from fedhet.config.schema import ExperimentConfig, config_to_toml, load_config
-from fedhet.data.base import DatasetBundle
+from fedhet.data.base import DatasetBundle, TensorDataset
+from fedhet.data.validation import split_validation
 from fedhet.engine import checkpoint as ckpt
+from fedhet.engine import client_eval
 from fedhet.engine.callbacks import (Callback, CheckpointCallback, MetricsWriter, ProgressBar, TargetAccuracy,
                                      read_metrics, rewrite_metrics)
+from fedhet.engine.preflight import check_run_resources, write_data_files
 from fedhet.engine.simulator import Simulator, TrainingDivergedError
 from fedhet.engine.summary import summarize
 from fedhet.engine.task import FederatedTask, build_task, evaluate
@@ -38,6 +42,18 @@ from fedhet.registry import CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PAR
 from fedhet.seeding import derive_seed
 from fedhet.store import StoreOptions
 from fedhet.tracking.callback import check_trackers_installed, tracking_callbacks
+
+logger = logging.getLogger(__name__)
+
+
+def _messages(log: Optional[Callable[[str], None]]) -> Callable[[str], None]:
+    """Where the run's messages go: the ``fedhet.engine.runner`` logger (INFO) always, and ``log`` too
+    when a caller passed one (kept for callers that collect messages themselves)."""
+    def emit(message: str) -> None:
+        logger.info(message)
+        if log is not None:
+            log(message)
+    return emit
 
 
 def resolve_device(name: str) -> torch.device:
@@ -71,6 +87,9 @@ class Federation:
     partition: list[torch.Tensor]
     label_counts: torch.Tensor
     task: FederatedTask
+    # Per client, the indices (into bundle.train) held out by data.client_test_fraction; None when 0.
+    held_out: Optional[list[torch.Tensor]] = None
+    validation: Optional[TensorDataset] = None     # data.validation_fraction's held-out training examples
 
 
 def build_federation(config: ExperimentConfig, device: torch.device) -> Federation:
@@ -79,12 +98,19 @@ def build_federation(config: ExperimentConfig, device: torch.device) -> Federati
     seed = config.run.seed
     data_entry = DATASETS.get(config.data.name, key="data.name")
     bundle = data_entry.factory(config.data.options, seed=derive_seed(seed, "data"))
+    # Carved before partitioning, so no client trains on a validation example (data/validation.py).
+    bundle, validation = split_validation(bundle, getattr(config.data.options, "validation_fraction", 0.0), seed)
     part_entry = PARTITIONERS.get(config.partition.name, key="partition.name")
     part_seed = config.partition.options.seed
     partition = part_entry.factory(config.partition.options, targets=bundle.train.targets,
                                    num_classes=bundle.num_classes,
                                    seed=derive_seed(seed, "partition") if part_seed is None else part_seed,
                                    natural=bundle.client_indices)
+    held_out = None
+    fraction = config.data.shared.client_test_fraction if config.data.shared is not None else 0.0
+    if fraction > 0:
+        partition, held_out = client_eval.split_client_holdout(partition, fraction,
+                                                               derive_seed(seed, "client_test"))
     counts = count_labels(partition, bundle.train.targets, bundle.num_classes)
     torch.manual_seed(derive_seed(seed, "init"))
     model = MODELS.get(config.model.name, key="model.name").factory(
@@ -92,7 +118,11 @@ def build_federation(config: ExperimentConfig, device: torch.device) -> Federati
     dtype = torch.float64 if config.run.dtype == "float64" else torch.float32
     task = build_task(model, bundle.train, bundle.test, partition, num_classes=bundle.num_classes,
                       device=device, dtype=dtype, train_transform=bundle.train_transform)
-    return Federation(bundle, partition, counts, task)
+    if validation is not None:
+        validation = TensorDataset(validation.inputs.to(device), validation.targets.to(device))
+        if validation.inputs.is_floating_point():
+            validation.inputs = validation.inputs.to(dtype)
+    return Federation(bundle, partition, counts, task, held_out=held_out, validation=validation)
 
 
 class RunHandle:
@@ -122,6 +152,17 @@ class RunHandle:
         self.records: list[dict[str, Any]] = []
         self.elapsed = 0.0
         self.pending_losses: list[float] = []
+        # The validation split is evaluated like the test set, in this process (the multi-process
+        # backend's workers hold the test set only).
+        self.validation_task = (dataclasses.replace(self.task, test=federation.validation)
+                                if federation.validation is not None else None)
+        self.client_eval_set = self._client_eval_set() if run.client_eval_every > 0 else None
+
+    def _client_eval_set(self) -> client_eval.ClientEvalSet:
+        if self.config.run.client_eval_data == "train":
+            return client_eval.train_eval_set(self.task)
+        train = self.federation.bundle.train
+        return client_eval.holdout_eval_set(train.inputs, train.targets, self.federation.held_out, self.task)
 
     @property
     def next_round(self) -> int:
@@ -155,17 +196,38 @@ class RunHandle:
         if len(cohort):
             self.pending_losses.append(float(cohort.train_loss.mean()))
         round_number = record["round"]
-        if round_number % config.run.eval_every == 0 or round_number == config.run.rounds:
+        client_round = client_eval.is_client_eval_round(round_number, config.run.client_eval_every, config.run.rounds)
+        if round_number % config.run.eval_every == 0 or round_number == config.run.rounds or client_round:
             test_loss, test_accuracy = evaluate(self.task, self.simulator.params,
                                                 batch_size=config.run.eval_batch_size, backend=self.backend)
             record["test_loss"], record["test_accuracy"] = test_loss, test_accuracy
+            if self.validation_task is not None:
+                record["val_loss"], record["val_accuracy"] = evaluate(
+                    self.validation_task, self.simulator.params, batch_size=config.run.eval_batch_size)
             # train_loss: mean local minibatch loss over the rounds since the previous evaluation.
             record["train_loss"] = (sum(self.pending_losses) / len(self.pending_losses)
                                     if self.pending_losses else math.nan)
             self.pending_losses = []
+            if client_round:
+                record.update(self.evaluate_clients(round_number))
         self.elapsed += time.perf_counter() - started
         record["wall_seconds"] = self.elapsed
         return record
+
+    def evaluate_clients(self, round_number: int) -> dict[str, float]:
+        """Per-client accuracies of the current model: their statistics for the record; the
+        accuracies themselves go to ``client_accuracy.json`` (the latest evaluated round)."""
+        started = time.perf_counter()
+        accuracies = client_eval.client_accuracies(self.task, self.simulator.params, self.client_eval_set,
+                                                   batch_size=self.config.run.eval_batch_size)
+        logger.debug("round %d: per-client evaluation of %d clients (%d examples) took %.3f s", round_number,
+                     self.client_eval_set.num_clients, int(self.client_eval_set.counts.sum()),
+                     time.perf_counter() - started)
+        atomic_write_json(self.run_dir / "client_accuracy.json",
+                          {"round": round_number, "data": self.client_eval_set.source,
+                           "num_examples": self.client_eval_set.counts.tolist(),
+                           "accuracy": [a if math.isfinite(a) else None for a in accuracies.tolist()]})
+        return client_eval.client_accuracy_statistics(accuracies)
 
     def summary(self) -> dict[str, Any]:
         sim = self.simulator
@@ -211,14 +273,18 @@ def _write_participation(handle: RunHandle) -> None:
 
 def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, *, resume: bool = False,
                    overwrite: bool = False, callbacks: Iterable[Callback] = (),
-                   log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+                   log: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
     """Run (or resume) an experiment and return its summary.
+
+    Messages (the backend chosen, a resume) go to the ``fedhet.engine.runner`` logger at INFO level,
+    and also to ``log`` when given.
 
     ``run_dir`` defaults to ``run.out_dir / run.name``. A new run refuses an existing run directory
     that holds a checkpoint unless ``overwrite`` (then the old directory is removed). Writes
     ``config.toml``, ``metrics.jsonl``, ``summary.json``, ``checkpoint.pt``, ``partition.csv/png``,
     ``participation.pt/png`` there, each atomically.
     """
+    log = _messages(log)
     check_trackers_installed(config.run.trackers)   # a missing tracker package stops before any work
     run_dir = Path(run_dir) if run_dir is not None else Path(config.run.out_dir) / config.run.name
     if not resume and (run_dir / ckpt.CHECKPOINT_NAME).exists():
@@ -228,8 +294,10 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     device = resolve_device(config.run.device)
-    configure_threads(config.run.threads, device)
+    threads = configure_threads(config.run.threads, device)
+    logger.debug("device %s, %d torch thread(s), run directory %s", device, threads, run_dir)
     federation = build_federation(config, device)
+    check_run_resources(config, federation.task, run_dir, log)
     handle = RunHandle(config, run_dir, federation, log)
     metrics_path = run_dir / "metrics.jsonl"
     if resume:
@@ -239,6 +307,7 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
         log(f"resuming {run_dir} after round {handle.next_round}")
     else:
         atomic_write_text(run_dir / "config.toml", config_to_toml(config))
+        write_data_files(run_dir, config, federation.bundle)
         rewrite_metrics(metrics_path, [])
         _write_run_artifacts(handle)
         # A round-0 checkpoint: a run killed before its first periodic checkpoint still resumes.
@@ -275,7 +344,7 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
 
 
 def resume_run(run_dir: str | Path, *, callbacks: Iterable[Callback] = (),
-               log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+               log: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
     """Continue an interrupted run from its directory (its saved ``config.toml`` and checkpoint)."""
     run_dir = Path(run_dir)
     if not (run_dir / "config.toml").is_file():

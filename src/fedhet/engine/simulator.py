@@ -25,6 +25,7 @@ from fedhet.client.base import local_learning_rate
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.cohort import Cohort
 from fedhet.engine.determinism import deterministic_kernels
+from fedhet.engine.divergence import divergence_reason
 from fedhet.engine.metrics import cohort_metrics
 from fedhet.engine.task import FederatedTask
 from fedhet.errors import FedhetError
@@ -34,7 +35,8 @@ from fedhet.store import ClientStore, StoreOptions
 
 
 class TrainingDivergedError(FedhetError, RuntimeError):
-    """The model became non-finite; the last good checkpoint is kept."""
+    """A round diverged (non-finite or exploding loss, update norms or model; see
+    :mod:`fedhet.engine.divergence`); the last good checkpoint is kept."""
 
 
 class Simulator:
@@ -79,7 +81,8 @@ class Simulator:
             client_sizes=self.task.client_sizes.to(self.device), make_store=self.make_store,
             participation_probabilities=self.process.probabilities(self.participation_state),
             solver=self.solver, client_learning_rate=self.learning_rate(round_index),
-            param_names=self.task.spec.names, param_slices=self.task.spec.slices)
+            param_names=self.task.spec.names, param_slices=self.task.spec.slices,
+            participation_explore=bool(getattr(self.process, "explore", False)))
 
     def learning_rate(self, round_index: int) -> float:
         return local_learning_rate(self.solver.options, round_index)
@@ -110,15 +113,17 @@ class Simulator:
         self.solver_global = self.solver.server_update(self.solver_global, cohort, task.num_clients, self.params)
         params, self.server_state, server_metrics = self.server.step(self.server_state, self.params, cohort,
                                                                      self.server_context(t))
-        if not torch.isfinite(params).all():
+        diagnostics = cohort_metrics(cohort)
+        # The loss, the update norms and the model, not the model alone (fedhet.engine.divergence).
+        diverged = divergence_reason(cohort, diagnostics, server_metrics, self.params, params)
+        if diverged is not None:
             raise TrainingDivergedError(
-                f"round {t + 1}: the model became non-finite (NaN or Inf) with local learning rate "
-                f"{learning_rate:g}; lower the learning rates or enable client.clip_norm")
+                f"round {t + 1} diverged: {diverged}; local learning rate {learning_rate:g}; "
+                f"lower the learning rates or enable client.clip_norm")
         self.params = params
         self.next_round = t + 1
         record: dict[str, Any] = {"round": t + 1, "num_participants": int(client_ids.numel()),
                                   "learning_rate": learning_rate}
-        diagnostics = cohort_metrics(cohort)
         if "e_lud" in diagnostics and math.isfinite(diagnostics["e_lud"]):
             self.e_lud_sum += diagnostics["e_lud"]
             self.e_lud_count += 1

@@ -4,6 +4,12 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
+# Per-client evaluation (fedhet.engine.client_eval): the record keys, and the summary's values at the
+# last round that has them (not averaged over rounds like the other diagnostics).
+CLIENT_RECORD_KEYS = ("client_accuracy_mean", "client_accuracy_std", "client_accuracy_worst10",
+                      "client_accuracy_best10")
+CLIENT_SUMMARY_KEYS = tuple(f"final_{key}" for key in CLIENT_RECORD_KEYS)
+
 
 def last_fraction_mean(records: list[dict[str, Any]], total_rounds: int, key: str = "test_accuracy",
                        fraction: float = 0.1) -> float:
@@ -45,10 +51,13 @@ def summarize(records: list[dict[str, Any]], *, total_rounds: int, rounds_done: 
         "rounds_to_target": rounds_to_target(records, target_accuracy),
     }
     # Means of the other per-round diagnostics over the evaluated rounds.
-    skip = {"round", "test_accuracy", "test_loss", "wall_seconds", "num_participants", "e_lud"}
+    skip = {"round", "test_accuracy", "test_loss", "wall_seconds", "num_participants", "e_lud", *CLIENT_RECORD_KEYS}
     keys = sorted({k for r in evaluated for k, v in r.items() if k not in skip and isinstance(v, (int, float))})
     for key in keys:
         values = [r[key] for r in evaluated if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
         if values:
             summary[f"mean_{key}"] = sum(values) / len(values)
+    client_records = [r for r in evaluated if CLIENT_RECORD_KEYS[0] in r]
+    if client_records:
+        summary.update({f"final_{key}": client_records[-1][key] for key in CLIENT_RECORD_KEYS})
     return summary

@@ -34,6 +34,7 @@ from fedhet.errors import FedhetError
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]")
 _VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 RUN_NAME_SEPARATOR = "__"
+VARIANT_NAME_MAX_LENGTH = 60     # with a base name of up to 100, run names stay within fedhet.names' limit
 
 
 class SweepError(FedhetError, ValueError):
@@ -142,9 +143,9 @@ def load_variants(path: str | Path) -> list[Variant]:
         raise ConfigError("--variants", str(path), "the file defines no variant ([name] tables)")
     variants = []
     for name, table in raw.items():
-        if not _VARIANT_NAME.fullmatch(name):
-            raise ConfigError(f"{path}: [{name}]", name, "a variant name uses letters, digits and . _ + - "
-                              "(it becomes part of run directory names)")
+        if not _VARIANT_NAME.fullmatch(name) or len(name) > VARIANT_NAME_MAX_LENGTH:
+            raise ConfigError(f"{path}: [{name}]", name, f"a variant name uses letters, digits and . _ + -, at "
+                              f"most {VARIANT_NAME_MAX_LENGTH} characters (it becomes part of run directory names)")
         variants.append(Variant(name, _flatten_variant(path, name, table)))
     return variants
 

@@ -78,6 +78,16 @@ def _section(report: "Report", section: "ReportSection") -> str:
     curves.append(_figure(section.partition_image, f"partition: examples per client and class{source}"))
     curves.append(_figure(section.participation_image, f"participation: clients x rounds{source}"))
     parts.append('<div class="grid">' + "".join(c for c in curves if c) + "</div>")
+    if section.client_rows:
+        from fedhet.experiments.client_report import COLUMN_TITLES, NOTE, row_cells
+
+        head = "".join(f"<th>{escape(t)}</th>" for t in COLUMN_TITLES)
+        body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row_cells(row)) + "</tr>"
+                       for row in section.client_rows)
+        parts.append(f'<h3>Per-client accuracy</h3><p class="note">{escape(NOTE)}</p>'
+                     f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        parts.append(_figure(section.client_plot, "per-client accuracy at the last per-client evaluation: "
+                                                  "empirical CDF over clients (all seeds pooled)"))
     runs = "".join(f"<li><code>{escape(str(run.path))}</code> ({escape(row.name)}, seed {run.seed})</li>"
                    for row in section.rows for run in row.group.runs)
     parts.append(f"<details><summary>runs of this table</summary><ul>{runs}</ul></details>")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import quote
 from typing import TYPE_CHECKING, Optional
 
 from fedhet.experiments.grouping import assignments_text
@@ -12,13 +13,29 @@ if TYPE_CHECKING:
     from fedhet.experiments.report import Report, ReportSection
 
 
+# Characters with a meaning in Markdown inline text (emphasis, code, links, table cells) get a
+# backslash; HTML's own (& < >) become entities, so no title, run name or config string can put raw
+# HTML or a live link into report.md (as report.html escapes them for HTML).
+_MARKDOWN_SPECIAL = set("\\`*_[]|")
+_HTML_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
 def _escape(text: str) -> str:
-    return text.replace("|", "\\|")
+    """``text`` as literal Markdown inline text on one line (comment above)."""
+    out = []
+    for char in " ".join(str(text).splitlines()):
+        if char in _HTML_ENTITIES:
+            out.append(_HTML_ENTITIES[char])
+        elif char in _MARKDOWN_SPECIAL:
+            out.append("\\" + char)
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 def table_text(report: "Report", section: "ReportSection") -> str:
     titles = column_titles(report.window, report.targets)
-    lines = ["| " + " | ".join(titles) + " |", "|" + "|".join("---" for _ in titles) + "|"]
+    lines = ["| " + " | ".join(_escape(title) for title in titles) + " |", "|" + "|".join("---" for _ in titles) + "|"]
     lines += ["| " + " | ".join(f"**{_escape(text)}**" if best else _escape(text) for text, best in row) + " |"
               for row in section_cells(section)]
     return "\n".join(lines)
@@ -38,13 +55,14 @@ def notes_text(report: "Report") -> str:
 def _link(path: Optional[Path], relative_to: Path) -> Optional[str]:
     if path is None:
         return None
-    return Path(os.path.relpath(path, relative_to)).as_posix()
+    # Percent-encoded: a space, parenthesis or angle bracket in a file name cannot end the link early.
+    return quote(Path(os.path.relpath(path, relative_to)).as_posix())
 
 
 def render_markdown(report: "Report", *, relative_to: Path) -> str:
     from fedhet.experiments.report import headline_setting
 
-    lines = [f"# {report.title}", "", f"{len(report.runs)} runs. Common setting: "
+    lines = [f"# {_escape(report.title)}", "", f"{len(report.runs)} runs. Common setting: "
              + (_escape(assignments_text(headline_setting(report.common))) or "(none)") + ".", "",
              notes_text(report), ""]
     for warning in report.warnings:
@@ -59,8 +77,16 @@ def render_markdown(report: "Report", *, relative_to: Path) -> str:
         for alt, path in images:
             link = _link(path, relative_to)
             if link:
-                lines.append(f"![{alt}]({link})")
+                lines.append(f"![{_escape(alt)}]({link})")
         lines.append("")
+        if section.client_rows:
+            from fedhet.experiments.client_report import COLUMN_TITLES, NOTE, row_cells
+
+            lines += ["### Per-client accuracy", "", NOTE, "", "| " + " | ".join(COLUMN_TITLES) + " |",
+                      "|" + "|".join("---" for _ in COLUMN_TITLES) + "|"]
+            lines += ["| " + " | ".join(_escape(c) for c in row_cells(row)) + " |" for row in section.client_rows]
+            link = _link(section.client_plot, relative_to)
+            lines += [""] + ([f"![per-client accuracy]({link})", ""] if link else [])
     return "\n".join(lines)
 
 

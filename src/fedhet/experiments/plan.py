@@ -28,13 +28,16 @@ from fedhet.config.options import ConfigError
 from fedhet.config.schema import ExperimentConfig, apply_overrides, load_config, parse_override, resolve_config
 from fedhet.engine.checkpoint import CHECKPOINT_NAME
 from fedhet.experiments.grid import GridAxis, SweepError, Variant, run_name, setting_name
+from fedhet.names import check_name
 
 SWEEP_RUN_FILE = "sweep_run.json"      # in each run directory: the run's variant, grid values, seed
 SWEEP_FILE = "sweep.json"              # in the sweep directory: the plan and the final status of each run
 NEW, RESUME, FINISHED = "new", "resume", "finished"    # the states of a run directory (run_state)
-# Keys that do not change what a run computes (progress bar, torch threads) or only say where the
+# Room left in a run name (fedhet.names.MAX_NAME_LENGTH) for the variant, grid values and seed.
+BASE_NAME_MAX_LENGTH = 100
+# Keys that do not change what a run computes (progress bar, torch threads, the resource check) or only say where the
 # directory lives (the same --out spelled relative or absolute); a saved config may differ in these.
-_INCIDENTAL_KEYS = ("run.progress", "run.threads", "run.out_dir")
+_INCIDENTAL_KEYS = ("run.progress", "run.threads", "run.out_dir", "run.resource_check")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +132,10 @@ def plan_sweep(config_path: str | Path, *, grids: Sequence[GridAxis] = (), seeds
     if len(set(keys)) != len(keys):
         raise ConfigError("--grid", ", ".join(keys), "a key is given in two --grid axes")
     base_run = dict(raw.get("run", {})) if isinstance(raw.get("run"), dict) else {}
-    base_name = str(base_run.get("name", base_path.stem))
+    # The base name becomes a directory under --out (or run.out_dir): one valid path component, and
+    # short enough that <base>__<variant>__<grid>__seed=<s> still fits (fedhet.names).
+    base_name = check_name(f"{base_path}: run.name", base_run.get("name", base_path.stem),
+                           max_length=BASE_NAME_MAX_LENGTH)
     out = Path(out_dir) if out_dir is not None else Path(str(base_run.get("out_dir", "runs"))) / base_name
     seed_list = tuple(seeds) if seeds else (int(base_run.get("seed", 1)),)
 
@@ -183,7 +189,7 @@ def summary_is_complete(summary: Optional[Mapping[str, Any]], total_rounds: int)
 
 
 def config_differences(saved: ExperimentConfig, planned: ExperimentConfig) -> list[str]:
-    """Dotted keys whose values differ (``run.progress``, ``run.threads``, ``run.out_dir`` ignored)."""
+    """Dotted keys whose values differ (the incidental keys above, such as ``run.progress``, ignored)."""
     a, b = saved.to_flat_dict(), planned.to_flat_dict()
     return sorted(key for key in set(a) | set(b) if key not in _INCIDENTAL_KEYS and a.get(key) != b.get(key))
 

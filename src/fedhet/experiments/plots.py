@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import textwrap
 from typing import Sequence
 
 import numpy as np
@@ -69,11 +70,21 @@ def plot_curves(groups: Sequence[Group], key: str, path: str | os.PathLike, *, t
     ylabel = CURVES.get(key, (key, key))[1]
     axes.set_xlabel("round")
     axes.set_ylabel(ylabel)
-    axes.set_title(title, fontsize=10)
+    axes.set_title(wrapped_title(title), fontsize=10)
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     atomic_savefig(figure, path, dpi=100)
     return True
+
+
+# Characters per title line: at fontsize 10 a line this long fits over the axes of an 8-inch figure
+# whose legend takes the right third, so a long setting wraps instead of running off both ends.
+TITLE_WIDTH = 70
+
+
+def wrapped_title(title: str, width: int = TITLE_WIDTH) -> str:
+    """``title`` broken into lines of at most ``width`` characters (at spaces; longer words are split)."""
+    return "\n".join(textwrap.wrap(title, width=width, break_on_hyphens=False)) or title
 
 
 def _colours(count: int) -> list:

@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from fedhet.experiments.client_report import client_rows, plot_client_distribution
 from fedhet.experiments.grouping import Group, Section, common_setting, group_runs, make_sections
 from fedhet.experiments.plots import CURVES, plot_curves
 from fedhet.experiments.runs import RunData, RunDirectoryError
@@ -56,6 +57,8 @@ class ReportSection:
     partition_image: Optional[Path] = None
     participation_image: Optional[Path] = None
     image_run: Optional[Path] = None
+    client_rows: list = dataclasses.field(default_factory=list)          # client_report.ClientRow per row
+    client_plot: Optional[Path] = None
 
     @property
     def title(self) -> str:
@@ -124,7 +127,7 @@ def build_report(runs: Sequence[RunData], *, targets: Optional[Sequence[float]] 
             row_targets = [describe_rounds(t, [run_rounds_to_target(run, t) for run in group.runs])
                            for t in target_list]
             rows.append(Row(group, metrics, row_targets, sum(not run.complete for run in group.runs)))
-        report_section = ReportSection(section, rows)
+        report_section = ReportSection(section, rows, client_rows=client_rows(section.groups))
         report_section.partition_image, report_section.image_run = _first_image(section.groups, "partition.png")
         report_section.participation_image, _ = _first_image(section.groups, "participation.png")
         sections.append(report_section)
@@ -173,6 +176,9 @@ def report_to_json(report: Report) -> dict[str, Any]:
                                       "reached": t.reached, "n": t.n, "values": list(t.values)}
                                      for t in row.targets],
             } for row in rs.rows],
+            "client_accuracy": [{"name": row.name, "seeds": row.seeds, "rounds": list(row.rounds),
+                                 "metrics": {name: stat(s) for name, s in row.stats.items()}}
+                                for row in rs.client_rows],
         } for rs in report.sections],
     }
 
@@ -194,6 +200,12 @@ def write_report(report: Report, out_dir: str | Path) -> ReportFiles:
             path = plots_dir / _plot_name(index, key)
             if plot_curves(groups, key, path, title=f"{short}: {section.title}"):
                 section.plots[key] = path
+                written.append(path)
+        section.client_plot = None
+        if section.client_rows:
+            path = plots_dir / _plot_name(index, "client_accuracy")
+            if plot_client_distribution(groups, path, title=f"per-client accuracy, last evaluation: {section.title}"):
+                section.client_plot = path
                 written.append(path)
     markdown_path, html_path, json_path = out / "report.md", out / "report.html", out / "report.json"
     atomic_write_text(markdown_path, render_markdown(report, relative_to=out))

@@ -67,15 +67,50 @@ def load_run(path: str | Path) -> RunData:
         config = load_config(path / "config.toml")
     except ConfigError as error:
         raise RunDirectoryError(f"{path}: its config.toml does not load: {error}") from None
-    records = [r for r in read_metrics(path / "metrics.jsonl") if "test_accuracy" in r]
+    try:
+        records = [r for r in _checked_records(path, read_metrics(path / "metrics.jsonl")) if "test_accuracy" in r]
+        summary = read_summary(path)
+    except (UnicodeDecodeError, OSError) as error:
+        raise RunDirectoryError(f"{path}: its files cannot be read ({type(error).__name__}: {error})") from None
+    if summary is not None and not isinstance(summary, dict):
+        raise RunDirectoryError(f"{path}: summary.json holds a {type(summary).__name__}, not an object")
+    rounds = (summary or {}).get("rounds", 0)
+    if not isinstance(rounds, int) or isinstance(rounds, bool):
+        raise RunDirectoryError(f"{path}: summary.json has rounds = {rounds!r}, not an integer")
     if not records:
         raise RunDirectoryError(f"{path} has no evaluated rounds in metrics.jsonl (the run has not reached "
                                 f"its first evaluation, run.eval_every = {config.run.eval_every})")
     try:
         sweep = json.loads((path / SWEEP_RUN_FILE).read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
         sweep = {}
-    return RunData(path, config, records, read_summary(path), sweep)
+    if not isinstance(sweep, dict):
+        sweep = {}
+    return RunData(path, config, records, summary, sweep)
+
+
+def _checked_records(path: Path, records: list[Any]) -> list[dict[str, Any]]:
+    """``records`` when each is an object with an integer ``round`` and numbers (or null) for the
+    metrics a report reads; else a :class:`RunDirectoryError` naming the first bad record."""
+    for index, record in enumerate(records, start=1):
+        problem = None
+        if not isinstance(record, dict):
+            problem = f"a {type(record).__name__}, not an object"
+        elif not isinstance(record.get("round"), int) or isinstance(record.get("round"), bool):
+            problem = f"round = {record.get('round')!r}, not an integer"
+        else:
+            for key in _NUMERIC_KEYS:
+                value = record.get(key)
+                if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                    problem = f"{key} = {value!r}, not a number"
+                    break
+        if problem:
+            raise RunDirectoryError(f"{path / 'metrics.jsonl'}: record {index} is malformed: {problem}")
+    return records
+
+
+# The record fields a report computes with (fedhet.experiments.stats).
+_NUMERIC_KEYS = ("test_accuracy", "test_loss", "train_loss", "e_lud", "wall_seconds")
 
 
 def _ordered_children(path: Path) -> list[Path]:

@@ -3,8 +3,9 @@
 The sweep starts a worker per run as ``python -m fedhet.experiments.worker RUN_DIR [--resume]``;
 a new run's resolved configuration (TOML, as :func:`fedhet.config.schema.config_to_toml` writes it)
 comes on standard input, a resumed run uses its saved ``config.toml``. The worker's output goes to
-the run's ``sweep.log``; its exit status is 0 when the run finished, 1 when it failed (the
-traceback is in the log), 2 for a configuration error.
+the run's ``sweep.log``; its exit status is 0 when the run finished, 1 when it failed (the log
+ends with the one-line ``fedhet: ...`` message of a user error, or the traceback of a bug), 2 for a
+usage error.
 """
 from __future__ import annotations
 
@@ -48,8 +49,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = None if resume else resolve_config(tomllib.loads(sys.stdin.read()))
         execute_run(config, run_dir, resume=resume, log=log)
-    except Exception:  # the whole traceback goes to the run's log; the sweep reports the failure
-        traceback.print_exc()
+    except Exception as error:  # the run's log gets the reason; the sweep reports the failure
+        from fedhet.error_lines import error_line, is_user_error
+
+        if is_user_error(error):
+            print(error_line(error)[0], file=sys.stderr)    # one line, as the command line prints it
+        else:
+            traceback.print_exc()                             # a bug: the traceback is what helps
         return 1
     return 0
 

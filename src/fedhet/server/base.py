@@ -40,6 +40,9 @@ class ServerContext:
     client_learning_rate: float = 0.0                   # eta_l the clients used this round (after decay)
     param_names: tuple[str, ...] = ()                   # for per-layer options (store subsets)
     param_slices: Callable[..., torch.Tensor] | None = None
+    # participation.explore is on (FedAWARE's exploration sweep): FedAWARE then steps like FedAvg
+    # until every client has been seen, as the authors' code does.
+    participation_explore: bool = False
 
 
 class Aggregator(Protocol):

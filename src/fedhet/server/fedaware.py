@@ -46,7 +46,15 @@ How fedhet computes it:
   the rest follows FedAvg, each on its own scale (unit-normalised vs raw when ``normalize``).
 - **Warm-up**: the authors' code first sweeps all clients without replacement and can start with a
   full-participation round; in fedhet these are participation options
-  (``participation.explore``, ``participation.startup_round``), usable with any method.
+  (``participation.explore``, ``participation.startup_round``), usable with any method. The server
+  side of the warm-up depends on ``participation.explore``:
+
+  - **explore on** (the authors' code): while some client has never trained (counted after this
+    round's momenta update), the step is plain FedAvg, ``G = sum_{i in S} (n_i / n_S) g_i``, and the
+    momenta are still updated; from the round in which the last client is seen on, the min-norm
+    solve runs over all N momenta. Metric ``aware_warmup`` is 1 in the FedAvg rounds, else 0.
+  - **explore off**: no FedAvg phase; from round 0 the solve runs over the clients seen so far
+    (below), which is all N once every client has trained (at once with ``startup_round``).
 - A round in which nobody trained leaves every momentum unchanged and still steps along ``d``
   computed from them (Algorithm 1 with ``S_t`` empty); on ``momentum_layers`` runs the other
   coordinates then get no step.
@@ -304,7 +312,17 @@ class FedAwareAggregator:
 
     def aggregate(self, state, cohort, context):
         state = self.direction.observe(state, cohort, context)
+        if context.participation_explore:
+            seen = state["momenta"].written
+            if not bool(seen.all()):
+                # The authors' code: FedAvg steps until the exploration sweep has seen every client.
+                metrics = {"aware_warmup": 1.0, "aware_num_seen": float(int(seen.sum()))}
+                if len(cohort) == 0:
+                    return None, state, metrics
+                return data_size_weights(cohort) @ cohort.pseudo_gradients, state, metrics
         direction, metrics = self.direction.direction(state, cohort)
+        if context.participation_explore:
+            metrics = {**metrics, "aware_warmup": 0.0}
         return direction, state, metrics
 
 

@@ -1,0 +1,126 @@
+"""Trials as fedhet runs: one run directory per trial under ``OUT/trials``, run through the sweep
+machinery (:mod:`fedhet.experiments.sweep`), so finished trials are skipped and interrupted ones
+resume from their checkpoints.
+
+A :class:`TrialRunner` is what the search drives; :class:`ConfigTrialRunner` runs a base experiment
+file with each trial's values as overrides. Tests supply their own runner for problems that are not
+experiment files (e.g. the least-squares problem), with the same records.
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
+
+from fedhet.config.options import ConfigError
+from fedhet.config.schema import ExperimentConfig
+from fedhet.engine.callbacks import Callback, read_metrics
+from fedhet.tuning.errors import TuneError
+
+# Called with each evaluated round's record; returning True stops the run there (pruning).
+RecordHook = Callable[[Mapping[str, Any]], bool]
+
+
+@dataclasses.dataclass
+class TrialRun:
+    """What one trial's run produced: its evaluated records, or the error that ended it."""
+
+    records: list[dict[str, Any]]
+    error: Optional[str] = None
+    stopped: bool = False            # stopped by the record hook (pruned)
+
+
+class TrialRunner(Protocol):
+    rounds: int
+
+    def run_batch(self, trials: Sequence[tuple[str, Mapping[str, Any]]], jobs: int) -> dict[str, TrialRun]:
+        """Run (or finish) the named trials, ``jobs`` at a time; a finished trial is not run again."""
+        ...
+
+    def run_one(self, name: str, values: Mapping[str, Any], hook: RecordHook) -> TrialRun:
+        """Run (or finish) one trial in this process, calling ``hook`` after each evaluated round."""
+        ...
+
+
+def trial_name(number: int) -> str:
+    return f"trial-{number:04d}"
+
+
+class _HookCallback(Callback):
+    def __init__(self, hook: RecordHook):
+        self.hook = hook
+
+    def on_round_end(self, run, record) -> bool:
+        return bool(self.hook(record)) if "test_accuracy" in record else False
+
+
+class ConfigTrialRunner:
+    """Trials of an experiment file: ``base`` (parsed TOML) + ``sets`` + the trial's values."""
+
+    def __init__(self, config_path: str | Path, sets: Mapping[str, Any], trials_dir: Path):
+        from fedhet.config.schema import read_toml_file
+        from fedhet.experiments.plan import build_run_config
+
+        self.config_path = Path(config_path)
+        self.raw = read_toml_file(self.config_path, key="config")
+        self.sets = dict(sets)
+        self.trials_dir = trials_dir
+        self._build = build_run_config
+        self.base: ExperimentConfig = self.config({}, "base")
+        self.rounds = self.base.run.rounds
+
+    def config(self, values: Mapping[str, Any], name: str) -> ExperimentConfig:
+        overrides = {**self.sets, **values, "run.name": name, "run.out_dir": str(self.trials_dir),
+                     "run.progress": False}
+        try:
+            return self._build(self.raw, overrides)
+        except ConfigError as error:
+            raise ConfigError(error.key, error.value, f"{error.allowed} (in tuning trial {name})") from None
+
+    def _planned(self, name: str, values: Mapping[str, Any]):
+        from fedhet.experiments.plan import PlannedRun
+
+        config = self.config(values, name)
+        assignments = tuple((key, repr(value)) for key, value in values.items())
+        return PlannedRun(name, self.trials_dir / name, config, None, assignments, config.run.seed)
+
+    def _plan(self, runs):
+        from fedhet.experiments.plan import SweepPlan
+
+        return SweepPlan(self.config_path, self.config_path.stem, self.trials_dir, tuple(runs))
+
+    def run_batch(self, trials: Sequence[tuple[str, Mapping[str, Any]]], jobs: int) -> dict[str, TrialRun]:
+        from fedhet.experiments.sweep import run_sweep
+
+        if not trials:
+            return {}
+        planned = [self._planned(name, values) for name, values in trials]
+        # The sweep's own progress block is not shown: the search reports trial by trial.
+        result = run_sweep(self._plan(planned), jobs=jobs, stream=io.StringIO(), live=False)
+        out = {}
+        for outcome in result.outcomes:
+            records = read_metrics(outcome.run.run_dir / "metrics.jsonl")
+            out[outcome.run.name] = TrialRun(records, outcome.error if outcome.status == "failed" else None,
+                                             stopped=bool((outcome.summary or {}).get("stopped_early")))
+        return out
+
+    def run_one(self, name: str, values: Mapping[str, Any], hook: RecordHook) -> TrialRun:
+        from fedhet.experiments.plan import FINISHED, RESUME, read_summary, run_state
+        from fedhet.experiments.worker import execute_run
+
+        run = self._planned(name, values)
+        state, conflict = run_state(run)
+        if conflict:
+            raise TuneError(f"trial directory {run.run_dir}: {conflict}; the search's settings changed "
+                            "since it started: use a new --out")
+        if state != FINISHED:
+            run.run_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                execute_run(run.config, run.run_dir, resume=state == RESUME, callbacks=[_HookCallback(hook)])
+            except (KeyboardInterrupt, ConfigError):
+                raise
+            except Exception as error:     # a diverged or failed trial is a result, not the search's end
+                return TrialRun(read_metrics(run.run_dir / "metrics.jsonl"), f"{type(error).__name__}: {error}")
+        summary = read_summary(run.run_dir) or {}
+        return TrialRun(read_metrics(run.run_dir / "metrics.jsonl"), stopped=bool(summary.get("stopped_early")))

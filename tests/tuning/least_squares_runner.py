@@ -1,0 +1,39 @@
+"""A trial runner on the federated least-squares problem (fedhet.problems.least_squares): FedAvg with
+one full-batch local step, full participation and server step 1, i.e. gradient descent on the
+global loss with step ``client.learning_rate``; it records ``train_loss`` every round as the engine does."""
+from fedhet.client.base import ClientOptions
+from fedhet.engine.simulator import TrainingDivergedError
+from fedhet.problems.least_squares import full_batch_options
+from fedhet.registry import CLIENT_SOLVERS, SERVERS
+from fedhet.server.base import ServerOptions
+from fedhet.tuning.trials import TrialRun
+
+
+class LeastSquaresRunner:
+    def __init__(self, problem, rounds, *, interrupt_at_call=None, interrupt_at_round=2):
+        self.problem, self.rounds = problem, rounds
+        self.calls = 0
+        self.interrupt_at_call, self.interrupt_at_round = interrupt_at_call, interrupt_at_round
+
+    def run_one(self, name, values, hook):
+        self.calls += 1
+        options = full_batch_options(self.problem, ClientOptions, learning_rate=values["client.learning_rate"],
+                                     steps=1)
+        sim = self.problem.simulator(solver=CLIENT_SOLVERS.get("sgd").factory(options),
+                                     server=SERVERS.get("fedavg").factory(ServerOptions()))
+        records = []
+        for _ in range(self.rounds):
+            try:
+                record, cohort = sim.run_round()
+            except TrainingDivergedError as error:
+                return TrialRun(records, f"TrainingDivergedError: {error}")
+            row = {"round": record["round"], "train_loss": float(cohort.train_loss.mean())}
+            records.append(row)
+            if self.calls == self.interrupt_at_call and row["round"] == self.interrupt_at_round:
+                raise KeyboardInterrupt       # a search killed in the middle of a trial
+            if hook(row):
+                return TrialRun(records, stopped=True)
+        return TrialRun(records)
+
+    def run_batch(self, trials, jobs):
+        return {name: self.run_one(name, values, lambda record: False) for name, values in trials}
