@@ -1,9 +1,10 @@
 """The ``fedhet`` command line: the edge where arguments become a validated configuration.
 
     fedhet run CONFIG [--set section.key=value ...] [--overwrite]
-    fedhet run --resume RUN_DIR
+    fedhet run --resume RUN_DIR [--set run.rounds=N]   (only keys that keep the results may change)
     fedhet check CONFIG [--set ...]          validate and print the resolved config
     fedhet options [SECTION [NAME]]          list components and their options
+    fedhet init [--preset NAME] [PATH] [--force] [--list]   write a starter config (a shipped preset)
     fedhet sweep CONFIG [--grid key=v1,v2 ...] [--seeds 1,2,3] [--variants FILE] [--jobs N] ...
     fedhet report RUN_DIR... --out DIR [--target 0.8] [--group-by KEY,...]
     fedhet tune CONFIG --param KEY=SPEC ... [--sampler grid|optuna] [--criterion train_loss@R] ...
@@ -43,9 +44,10 @@ def _command_run(args: argparse.Namespace) -> int:
     from fedhet.engine.runner import resume_run, run_experiment
 
     if args.resume:
-        if args.config or args.set:
+        if args.config:
             raise ConfigError("--resume", args.resume, "resume takes only the run directory (its config.toml is used)")
-        summary = resume_run(args.resume)
+        # --set with --resume may change only what keeps the run's results (run.rounds, run.progress, ...).
+        summary = resume_run(args.resume, sets=args.set or [])
     else:
         if not args.config:
             raise ConfigError("config", None, "give a TOML config file, or --resume RUN_DIR")
@@ -93,6 +95,17 @@ def _command_options(args: argparse.Namespace) -> int:
             for key, type_name, default, text in describe_options(DataSplitOptions):
                 print(f"    data.{key} ({type_name}, default {json.dumps(default, default=str)}): {text}")
             print()
+    return 0
+
+
+def _command_init(args: argparse.Namespace) -> int:
+    from fedhet.presets import DEFAULT_PRESET, preset_names, write_preset
+
+    if args.list:
+        print("\n".join(preset_names()))
+        return 0
+    path = write_preset(args.preset or DEFAULT_PRESET, args.path, overwrite=args.force)
+    print(f"wrote {path}; run it with: fedhet run {path}")
     return 0
 
 
@@ -171,6 +184,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "(none: all)")
     options.add_argument("name", nargs="?", help="one component of the section (none: all)")
     options.set_defaults(handler=_command_options)
+    init = sub.add_parser("init", help="write a starter config from a shipped preset",
+                          description="Copy a preset config shipped with fedhet to PATH (default: "
+                                      "<preset>.toml here), to edit and run with `fedhet run PATH`.")
+    init.add_argument("path", nargs="?", metavar="PATH", help="file or directory to write (default: <preset>.toml)")
+    init.add_argument("--preset", metavar="NAME", help="preset to write (default: synthetic_quickstart; see --list)")
+    init.add_argument("--force", action="store_true", help="replace PATH if it exists")
+    init.add_argument("--list", action="store_true", help="list the preset names and exit")
+    init.set_defaults(handler=_command_init)
     _add_experiment_commands(sub)
     from fedhet.tuning.command import add_tune_command
     add_tune_command(sub)

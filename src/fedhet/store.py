@@ -20,13 +20,19 @@ memory-mapped store is meant for tables larger than RAM, so its snapshot never h
 (``store-<name>.snapshot-<k>.bin``, written to a temporary name and renamed, so a crash never
 leaves a half-written snapshot under that name; the copy is done by the kernel, not through
 Python memory) and returns only a reference to it. The checkpoint that holds the reference is
-written after the snapshot, so the two most recent snapshots are kept (the one being referenced by
-the checkpoint on disk and the one just taken) and older ones are deleted.
+written after the snapshot, so the three most recent snapshots are kept (those referenced by the
+latest and the previous checkpoint on disk, and the one just taken) and older ones are deleted.
+
+Snapshots keep the store file's holes (:func:`copy_sparse`): a store file is created sparse, and
+rows never written take no disk space, in the store or in its snapshots. A snapshot therefore
+occupies at most what the live store occupies, and the disk used by a memory-mapped store is
+bounded by four times its live size (the store and three snapshots).
 :meth:`ClientStore.load_state_dict` copies a snapshot back block by block.
 """
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import re
 import shutil
@@ -43,8 +49,10 @@ _NUMPY_CARRIER = {torch.float32: np.float32, torch.float64: np.float64, torch.fl
                   torch.bfloat16: np.uint16}
 # Rows copied at a time when a snapshot file is loaded back (bounded memory for any N d).
 _COPY_BLOCK_BYTES = 64 << 20
-# Snapshot files kept per memory-mapped store (see the module docstring).
-_SNAPSHOTS_KEPT = 2
+# Snapshot files kept per memory-mapped store (see the module docstring): those of the latest and
+# the previous checkpoint (checkpoint.prev.pt, the fallback when the latest is corrupt) and the one
+# just taken, whose checkpoint may not be written yet.
+_SNAPSHOTS_KEPT = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,7 +185,7 @@ class ClientStore:
         target = self.path.with_name(f"{self.path.stem}.snapshot-{self._snapshot_index:06d}.bin")
         temporary = target.with_name(f".{target.name}.tmp")
         try:
-            shutil.copyfile(self.path, temporary)      # sendfile(2) on Linux: no copy through Python
+            copy_sparse(self.path, temporary)
             with open(temporary, "rb+") as handle:
                 os.fsync(handle.fileno())
             os.replace(temporary, target)
@@ -220,6 +228,13 @@ class ClientStore:
         if path.stat().st_size != expected:
             raise ValueError(f"store {self.name}: snapshot {path} has {path.stat().st_size} bytes, "
                              f"expected {expected} for shape {shape} in {state['dtype']}; it may be truncated")
+        if self.path is not None and path.resolve() != self.path.resolve():
+            # File to file, keeping holes: a restored sparse store stays sparse. The file is
+            # rewritten in place (same inode), so this store's shared mapping sees the new bytes.
+            self.flush()
+            copy_sparse(path, self.path)
+            self._continue_numbering(path)
+            return
         source = np.memmap(path, dtype=carrier, mode="r", shape=shape)
         row_bytes = max(1, shape[1] * np.dtype(carrier).itemsize)
         rows_per_block = max(1, _COPY_BLOCK_BYTES // row_bytes)
@@ -229,11 +244,58 @@ class ClientStore:
                 block = block.view(torch.bfloat16)
             self.table[start:start + block.shape[0]].copy_(block.to(self.table.device))
         del source
+        self._continue_numbering(path)
+
+    def _continue_numbering(self, path: Path) -> None:
         match = self._snapshot_pattern().fullmatch(path.name) if self.path is not None else None
         if match:
             # Continue the numbering after the snapshot resumed from; a later snapshot with a
             # higher number (taken after that checkpoint, never referenced) is simply replaced.
             self._snapshot_index = int(match.group(1))
+
+
+def copy_sparse(source: Path, target: Path) -> None:
+    """Copy ``source`` to ``target`` keeping its holes: only the data ranges (``SEEK_DATA`` /
+    ``SEEK_HOLE``) are copied, by the kernel (``os.copy_file_range``, else ``os.sendfile``), and the
+    target is extended to the source's size. Where the filesystem cannot report holes the whole
+    file is copied (every range is data), which is the same bytes, only not sparse."""
+    if not hasattr(os, "SEEK_DATA"):  # pragma: no cover - no hole reporting on this platform
+        shutil.copyfile(source, target)
+        return
+    size = os.path.getsize(source)
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        fd_in, fd_out = src.fileno(), dst.fileno()
+        offset = 0
+        while offset < size:
+            try:
+                start = os.lseek(fd_in, offset, os.SEEK_DATA)
+            except OSError:          # ENXIO: no data after offset (the rest is a hole)
+                break
+            end = os.lseek(fd_in, start, os.SEEK_HOLE)
+            _copy_range(fd_in, fd_out, start, end)
+            offset = end
+        os.ftruncate(fd_out, size)
+        dst.flush()
+
+
+def _copy_range(fd_in: int, fd_out: int, start: int, end: int) -> None:
+    position = start
+    kernel_copy = hasattr(os, "copy_file_range")
+    while position < end:
+        count = end - position
+        copied = 0
+        if kernel_copy:
+            try:
+                copied = os.copy_file_range(fd_in, fd_out, count, position, position)
+            except OSError as error:   # EXDEV, ENOSYS, EOPNOTSUPP...: copy through a bounded buffer
+                if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                kernel_copy = False
+        if not kernel_copy:
+            copied = os.pwrite(fd_out, os.pread(fd_in, min(count, _COPY_BLOCK_BYTES), position), position)
+        if copied <= 0:
+            raise OSError(f"copy stopped at byte {position} of {end}")
+        position += copied
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

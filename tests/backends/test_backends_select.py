@@ -7,6 +7,7 @@ from backend_cases import make_task
 from fedhet.config.options import ConfigError
 from fedhet.config.schema import load_config
 from fedhet.engine.callbacks import read_metrics
+from fedhet.engine.checkpoint import load_checkpoint
 from fedhet.engine.runner import configure_threads, resolve_device, run_experiment
 
 # d x B = 83,978 x 16 > PROCESS_MIN_STEP_WORK: big enough for worker processes
@@ -116,7 +117,7 @@ def test_auto_and_sequential_runs_give_the_same_metrics(tmp_path):
                                  f"(this one and {cpus - 1} forked worker{'s' if cpus != 2 else ''}), one thread each)"]
     auto, sequential = (read_metrics(tmp_path / name / "metrics.jsonl") for name in ("auto", "sequential"))
     assert len(auto) == 3 and _values(auto) == _values(sequential)
-    final = [torch.load(tmp_path / name / "checkpoint.pt", weights_only=False)["simulator"]["params"]
+    final = [load_checkpoint(tmp_path / name)["simulator"]["params"]
              for name in ("auto", "sequential")]
     assert torch.equal(*final)
 

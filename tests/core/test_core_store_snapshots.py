@@ -55,14 +55,14 @@ def test_a_checkpoint_holds_a_reference_not_the_table(tmp_path):
     assert torch.equal(fresh.read_all(), expected)
 
 
-def test_the_two_latest_snapshots_are_kept(tmp_path):
+def test_the_three_latest_snapshots_are_kept(tmp_path):
     store = mmap_store(tmp_path)
     states = []
     for value in range(4):
         store.write(torch.tensor([0]), torch.full((1, 5), float(value)))
         states.append(store.state_dict())
     names = sorted(p.name for p in tmp_path.glob("store-m.snapshot-*.bin"))
-    assert names == [states[2]["snapshot_file"], states[3]["snapshot_file"]]
+    assert names == [states[1]["snapshot_file"], states[2]["snapshot_file"], states[3]["snapshot_file"]]
     # The previous snapshot (referenced by the checkpoint still on disk while the next one is
     # written) stays loadable.
     store.load_state_dict(states[2])
@@ -144,5 +144,48 @@ def test_interrupted_memory_mapped_fedaware_run_resumes_exactly(tmp_path):
 
     assert values("full") == values("cut")
     assert "aware_weight_entropy" in values("cut")[-1]
-    params = [torch.load(tmp_path / n / "checkpoint.pt", weights_only=False)["simulator"]["params"] for n in ("full", "cut")]
+    params = [ckpt.load_checkpoint(tmp_path / n)["simulator"]["params"] for n in ("full", "cut")]
     assert torch.equal(*params)
+
+
+def test_snapshots_of_a_sparse_store_stay_sparse(tmp_path):
+    # 2,000 clients x 4,096 floats = 32 MiB logical; 3 rows written. A full copy would allocate all
+    # of it; the snapshot must allocate about what the live store does (st_blocks: 512-byte units).
+    store = mmap_store(tmp_path, num_clients=2000, dim=4096)
+    store.write(torch.tensor([5, 900, 1999]), torch.ones(3, 4096))
+    state = store.state_dict()
+    snapshot = tmp_path / state["snapshot_file"]
+    live_bytes = store.path.stat().st_blocks * 512
+    snapshot_bytes = snapshot.stat().st_blocks * 512
+    assert snapshot.stat().st_size == store.nbytes()
+    assert live_bytes < store.nbytes() // 20, "the store file itself should be sparse on this filesystem"
+    assert snapshot_bytes <= live_bytes + (1 << 20)
+    store.write(torch.tensor([0]), torch.full((1, 4096), 2.0))    # after the snapshot: must be undone
+    fresh = mmap_store(tmp_path / "other", num_clients=2000, dim=4096)
+    fresh.load_state_dict(state)
+    store.load_state_dict(state)
+    assert torch.equal(store.read_all(), fresh.read_all())
+    # Restored by a file copy that keeps holes: still sparse.
+    assert fresh.path.stat().st_blocks * 512 <= live_bytes + (1 << 20)
+    assert torch.equal(fresh.read(torch.tensor([5, 900, 1999, 0])), torch.cat([torch.ones(3, 4096), torch.zeros(1, 4096)]))
+
+
+def test_sparse_copy_without_kernel_copy_gives_the_same_bytes(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    import fedhet.store as store_module
+
+    def refuse(*args):
+        raise OSError(errno.EXDEV, "cross-device")
+
+    monkeypatch.setattr(store_module.os, "copy_file_range", refuse, raising=False)
+    source = tmp_path / "source.bin"
+    with open(source, "wb") as handle:      # data, a 1 MiB hole, data, a trailing hole
+        handle.write(b"a" * 5000)
+        handle.seek(5000 + (1 << 20))
+        handle.write(b"b" * 3000)
+        handle.truncate(5000 + (1 << 20) + 3000 + (1 << 20))
+    store_module.copy_sparse(source, tmp_path / "copy.bin")
+    assert (tmp_path / "copy.bin").read_bytes() == source.read_bytes()
+    assert os.path.getsize(tmp_path / "copy.bin") == os.path.getsize(source)

@@ -8,6 +8,7 @@ import textwrap
 import pytest
 import torch
 
+from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.runner import run_experiment, resume_run
 from fedhet.engine.simulator import TrainingDivergedError
@@ -20,7 +21,7 @@ def _values(records):
 
 
 def _final_params(run_dir):
-    return torch.load(run_dir / "checkpoint.pt", weights_only=False)["simulator"]["params"]
+    return ckpt.load_checkpoint(run_dir)["simulator"]["params"]
 
 
 def test_run_writes_every_output(small_config, tmp_path):
@@ -109,7 +110,7 @@ def test_divergence_stops_with_a_clear_message_and_keeps_the_checkpoint(small_co
     config = small_config("run.name=nan", "client.learning_rate=1e38", "run.checkpoint_every=1")
     with pytest.raises(TrainingDivergedError, match="non-finite.*learning rate.*checkpoint .* is intact"):
         run_experiment(config)
-    saved = torch.load(tmp_path / "nan" / "checkpoint.pt", weights_only=False)
+    saved = ckpt.load_checkpoint(tmp_path / "nan")
     assert saved["simulator"]["next_round"] == 0
     assert torch.isfinite(saved["simulator"]["params"]).all()
 

@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm  # not tqdm.auto: in Jupyter without ipywidgets that warns on every import of fedhet
 
 from fedhet.data.base import DatasetBundle, TensorDataset
 from fedhet.data.errors import DatasetFileError

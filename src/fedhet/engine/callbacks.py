@@ -7,6 +7,7 @@ dict; it has ``test_accuracy`` only on evaluated rounds. ``run`` is the live :cl
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -30,24 +31,80 @@ class Callback:
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """Records of a ``metrics.jsonl``; an incomplete last line (a write cut by a crash) is ignored."""
+    """Records of a ``metrics.jsonl``; unreadable lines (a write cut by a crash or a full disk, an
+    edit) are skipped and the records after them kept. :func:`scan_metrics` also says which lines."""
+    return scan_metrics(path).records
+
+
+@dataclasses.dataclass
+class MetricsScan:
+    """A tolerant read of ``metrics.jsonl``: its records, and the lines that are not records
+    (``(1-based line number, text)``)."""
+
+    records: list[dict[str, Any]]
+    bad_lines: list[tuple[int, str]]
+
+    def describe_bad(self, path: Path) -> str:
+        numbers = ", ".join(str(number) for number, _text in self.bad_lines[:10])
+        more = f" and {len(self.bad_lines) - 10} more" if len(self.bad_lines) > 10 else ""
+        return f"{path}: {len(self.bad_lines)} unreadable line(s) (line {numbers}{more}) left out"
+
+
+def scan_metrics(path: Path) -> MetricsScan:
+    """Every parsable record of ``path`` (a JSON object with an integer ``round``) and every other
+    line with its number; blank lines are neither."""
     if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+        return MetricsScan([], [])
+    records, bad = [], []
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    # split("\n"), not splitlines(): line numbers must be those of an editor or `sed -n`.
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.rstrip("\r")
+        if not line.strip():
+            continue
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:
-            break
-    return records
+            record = None
+        if isinstance(record, dict) and isinstance(record.get("round"), int):
+            records.append(record)
+        else:
+            bad.append((number, line))
+    return MetricsScan(records, bad)
+
+
+def set_aside_bad_lines(path: Path, scan: MetricsScan) -> Optional[Path]:
+    """Append ``scan``'s bad lines to ``metrics.bad.jsonl`` next to ``path`` as
+    ``{"line": n, "text": ...}`` records (atomically, keeping earlier ones); returns that file."""
+    if not scan.bad_lines:
+        return None
+    aside = path.with_name(path.stem + ".bad.jsonl")
+    earlier = aside.read_text(encoding="utf-8") if aside.is_file() else ""
+    added = "".join(json.dumps({"file": path.name, "line": number, "text": text}) + "\n"
+                    for number, text in scan.bad_lines)
+    atomic_write_text(aside, earlier + added)
+    return aside
+
+
+def write_fully(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte is written (a short write, e.g. on a nearly full disk, is
+    continued; an error such as ENOSPC is raised), then fsync."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(f"write returned {written}")
+        view = view[written:]
+    os.fsync(fd)
 
 
 class MetricsWriter(Callback):
     """Appends one JSON line per evaluated round to ``metrics.jsonl``.
 
-    Each record is written with one ``write`` call and fsynced, so after a crash the file holds whole
-    records plus at most one torn line, which :func:`read_metrics` drops; on resume the runner
-    rewrites the file atomically with the records up to the checkpoint.
+    Each record is written in full (:func:`write_fully`: short writes continued) and fsynced, so
+    after a crash the file holds whole records plus at most one torn line, which
+    :func:`scan_metrics` reports; on resume the runner sets such lines aside in
+    ``metrics.bad.jsonl`` and rewrites the file atomically with the records up to the checkpoint.
     """
 
     def __init__(self, path: Path):
@@ -59,8 +116,7 @@ class MetricsWriter(Callback):
         line = json.dumps(record, sort_keys=True, allow_nan=True) + "\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line.encode("utf-8"))
-            os.fsync(fd)
+            write_fully(fd, line.encode("utf-8"))
         finally:
             os.close(fd)
         return False

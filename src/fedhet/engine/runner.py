@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
@@ -26,14 +25,18 @@ import torch
 
 from fedhet.backends.base import usable_cpus
 from fedhet.backends.select import select_backend
-from fedhet.config.schema import ExperimentConfig, config_to_toml, load_config
+from fedhet.config.schema import ExperimentConfig, config_to_toml, load_config, parse_override
 from fedhet.data.base import DatasetBundle, TensorDataset
 from fedhet.data.validation import split_validation
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine import client_eval
 from fedhet.engine.callbacks import (Callback, CheckpointCallback, MetricsWriter, ProgressBar, TargetAccuracy,
-                                     read_metrics, rewrite_metrics)
+                                     rewrite_metrics, scan_metrics, set_aside_bad_lines)
+from fedhet.engine.fingerprint import (ConfigChangedError, check_fingerprint, check_resumable_overrides,
+                                       config_fingerprint)
 from fedhet.engine.preflight import check_run_resources, write_data_files
+from fedhet.engine.rundir import clear_run_directory, remove_stale_temporaries
+from fedhet.engine.rundir_lock import DirectoryLock
 from fedhet.engine.simulator import Simulator, TrainingDivergedError
 from fedhet.engine.summary import summarize
 from fedhet.engine.task import FederatedTask, build_task, evaluate
@@ -50,7 +53,11 @@ def _messages(log: Optional[Callable[[str], None]]) -> Callable[[str], None]:
     """Where the run's messages go: the ``fedhet.engine.runner`` logger (INFO) always, and ``log`` too
     when a caller passed one (kept for callers that collect messages themselves)."""
     def emit(message: str) -> None:
-        logger.info(message)
+        # A message the caller should act on ("warning: ...") stays visible under --quiet.
+        if message.startswith("warning:"):
+            logger.warning(message[len("warning:"):].strip())
+        else:
+            logger.info(message)
         if log is not None:
             log(message)
     return emit
@@ -179,7 +186,7 @@ class RunHandle:
     def save_checkpoint(self) -> None:
         for store in self.simulator.client_stores.values():
             store.flush()
-        ckpt.save_checkpoint(self.run_dir, self.state_dict())
+        ckpt.save_checkpoint(self.run_dir, {**self.state_dict(), "config_fingerprint": config_fingerprint(self.config)})
 
     def load_state(self, saved: dict[str, Any]) -> None:
         self.simulator.load_state(saved["simulator"])
@@ -279,20 +286,37 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
     Messages (the backend chosen, a resume) go to the ``fedhet.engine.runner`` logger at INFO level,
     and also to ``log`` when given.
 
-    ``run_dir`` defaults to ``run.out_dir / run.name``. A new run refuses an existing run directory
-    that holds a checkpoint unless ``overwrite`` (then the old directory is removed). Writes
-    ``config.toml``, ``metrics.jsonl``, ``summary.json``, ``checkpoint.pt``, ``partition.csv/png``,
-    ``participation.pt/png`` there, each atomically.
+    ``run_dir`` defaults to ``run.out_dir / run.name``. The run holds the directory's lock
+    (:mod:`fedhet.engine.rundir_lock`) until it returns. A new run refuses a run directory that
+    holds a checkpoint unless ``overwrite``; a new run (overwriting or not) first removes fedhet's
+    own files of any earlier run there, and nothing else (:mod:`fedhet.engine.rundir`). A resumed
+    run refuses a configuration that differs from its checkpoint's (:mod:`fedhet.engine.fingerprint`).
+    Writes ``config.toml``, ``metrics.jsonl``, ``summary.json``, ``checkpoint.pt``,
+    ``partition.csv/png``, ``participation.pt/png`` there, each atomically.
     """
     log = _messages(log)
     check_trackers_installed(config.run.trackers)   # a missing tracker package stops before any work
     run_dir = Path(run_dir) if run_dir is not None else Path(config.run.out_dir) / config.run.name
-    if not resume and (run_dir / ckpt.CHECKPOINT_NAME).exists():
-        if not overwrite:
+    with DirectoryLock(run_dir):
+        return _run_locked(config, run_dir, resume=resume, overwrite=overwrite, callbacks=callbacks, log=log)
+
+
+def _run_locked(config: ExperimentConfig, run_dir: Path, *, resume: bool, overwrite: bool,
+                callbacks: Iterable[Callback], log: Callable[[str], None]) -> dict[str, Any]:
+    saved: dict[str, Any] = {}
+    if resume:
+        saved = ckpt.load_checkpoint(run_dir, log=log)
+        check_fingerprint(saved.get("config_fingerprint"), config, str(run_dir))
+        done = int(saved["simulator"]["next_round"])
+        if config.run.rounds < done:
+            raise ConfigChangedError(f"{run_dir}: run.rounds = {config.run.rounds} but the checkpoint is "
+                                     f"after round {done}; run.rounds may only grow past the rounds done")
+    else:
+        if ckpt.has_checkpoint(run_dir) and not overwrite:
             raise FileExistsError(f"run directory {run_dir} already holds a run; resume it with "
                                   f"`fedhet run --resume {run_dir}`, choose another run.name, or pass --overwrite")
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+        clear_run_directory(run_dir)
+    remove_stale_temporaries(run_dir)
     device = resolve_device(config.run.device)
     threads = configure_threads(config.run.threads, device)
     logger.debug("device %s, %d torch thread(s), run directory %s", device, threads, run_dir)
@@ -301,9 +325,16 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
     handle = RunHandle(config, run_dir, federation, log)
     metrics_path = run_dir / "metrics.jsonl"
     if resume:
-        handle.load_state({k: v for k, v in ckpt.load_checkpoint(run_dir).items() if k != "format"})
-        handle.records = [r for r in read_metrics(metrics_path) if r["round"] <= handle.next_round]
+        handle.load_state(saved)
+        scan = scan_metrics(metrics_path)
+        if scan.bad_lines:
+            aside = set_aside_bad_lines(metrics_path, scan)
+            log(f"warning: {scan.describe_bad(metrics_path)}; they are kept in {aside}")
+        # Records after the checkpoint are recomputed (identically) by the rounds that follow.
+        handle.records = [r for r in scan.records if r["round"] <= handle.next_round]
         rewrite_metrics(metrics_path, handle.records)
+        # Records a changed run.rounds (fedhet run --resume DIR --set run.rounds=N) for later resumes.
+        atomic_write_text(run_dir / "config.toml", config_to_toml(config))
         log(f"resuming {run_dir} after round {handle.next_round}")
     else:
         atomic_write_text(run_dir / "config.toml", config_to_toml(config))
@@ -344,10 +375,15 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
 
 
 def resume_run(run_dir: str | Path, *, callbacks: Iterable[Callback] = (),
-               log: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
-    """Continue an interrupted run from its directory (its saved ``config.toml`` and checkpoint)."""
+               log: Optional[Callable[[str], None]] = None, sets: Iterable[str] = ()) -> dict[str, Any]:
+    """Continue an interrupted run from its directory (its saved ``config.toml`` and checkpoint).
+
+    ``sets`` (``"run.rounds=200"``, ...) may change only the keys of
+    :data:`fedhet.engine.fingerprint.RESUMABLE_KEYS`; the change is saved in ``config.toml``."""
     run_dir = Path(run_dir)
     if not (run_dir / "config.toml").is_file():
         raise FileNotFoundError(f"{run_dir} is not a fedhet run directory (no config.toml)")
-    config = load_config(run_dir / "config.toml")
+    sets = list(sets)
+    check_resumable_overrides([parse_override(item)[0] for item in sets])
+    config = load_config(run_dir / "config.toml", sets)
     return run_experiment(config, run_dir, resume=True, callbacks=callbacks, log=log)

@@ -27,6 +27,7 @@ from fedhet.engine.cohort import Cohort
 from fedhet.engine.determinism import deterministic_kernels
 from fedhet.engine.divergence import divergence_reason
 from fedhet.engine.metrics import cohort_metrics
+from fedhet.engine.participation_log import ParticipationLog
 from fedhet.engine.task import FederatedTask
 from fedhet.errors import FedhetError
 from fedhet.participation.base import ParticipationContext
@@ -66,8 +67,9 @@ class Simulator:
         self.client_stores = {name: self.make_store(f"client-{name}") for name in self.solver.client_state_names}
         self.solver_global = self.solver.init_global(self.params)
         self.server_state = self.server.init(self.params, self.server_context(0))
-        # Which clients trained in which round (for rasters and FedAU diagnostics).
-        self.participation_log = torch.zeros(max_rounds or 0, task.num_clients, dtype=torch.bool)
+        # Which clients trained in which round (for rasters and FedAU diagnostics); grown as rounds
+        # run, so ``max_rounds`` (kept for callers) no longer preallocates anything.
+        self.participations = ParticipationLog(task.num_clients)
         self.e_lud_sum, self.e_lud_count = 0.0, 0
 
     def make_store(self, name: str, subset: Optional[torch.Tensor] = None) -> ClientStore:
@@ -98,8 +100,6 @@ class Simulator:
         client_ids, self.participation_state = self.process.sample(self.participation_state, t,
                                                                    self.participation_context)
         client_ids = client_ids.to(torch.int64).cpu()
-        if t < len(self.participation_log):
-            self.participation_log[t, client_ids] = True
         learning_rate = self.learning_rate(t)
         if client_ids.numel() > 0:
             work = RoundWork(round_index=t, seed=self.seed, params=self.params, client_ids=client_ids,
@@ -121,6 +121,7 @@ class Simulator:
                 f"round {t + 1} diverged: {diverged}; local learning rate {learning_rate:g}; "
                 f"lower the learning rates or enable client.clip_norm")
         self.params = params
+        self.participations.append(client_ids)
         self.next_round = t + 1
         record: dict[str, Any] = {"round": t + 1, "num_participants": int(client_ids.numel()),
                                   "learning_rate": learning_rate}
@@ -130,6 +131,11 @@ class Simulator:
         record.update(diagnostics)
         record.update(server_metrics)
         return record, cohort
+
+    @property
+    def participation_log(self) -> torch.Tensor:
+        """``[rounds run, N]`` bool: whether client n trained in round t."""
+        return self.participations.dense()
 
     def run(self, rounds: int) -> torch.Tensor:
         """Run ``rounds`` more rounds; returns the model."""
@@ -142,7 +148,7 @@ class Simulator:
         return {"next_round": self.next_round, "params": self.params,
                 "participation": self.participation_state, "client_stores": self.client_stores,
                 "solver_global": self.solver_global, "server": self.server_state,
-                "participation_log": self.participation_log,
+                "participation_log": self.participations.state_dict(),
                 "e_lud_sum": self.e_lud_sum, "e_lud_count": self.e_lud_count}
 
     def load_state(self, saved: dict[str, Any]) -> None:
@@ -153,5 +159,5 @@ class Simulator:
         self.client_stores = restored["client_stores"]
         self.solver_global = restored["solver_global"]
         self.server_state = restored["server"]
-        self.participation_log = restored["participation_log"].cpu()
+        self.participations.load_state_dict(restored["participation_log"])
         self.e_lud_sum, self.e_lud_count = restored["e_lud_sum"], restored["e_lud_count"]

@@ -26,7 +26,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from fedhet.config.options import ConfigError
 from fedhet.config.schema import ExperimentConfig, apply_overrides, load_config, parse_override, resolve_config
-from fedhet.engine.checkpoint import CHECKPOINT_NAME
+from fedhet.engine.checkpoint import has_checkpoint
 from fedhet.experiments.grid import GridAxis, SweepError, Variant, run_name, setting_name
 from fedhet.names import check_name
 
@@ -198,10 +198,10 @@ def run_state(run: PlannedRun) -> tuple[str, Optional[str]]:
     """``(state, conflict)``: the state of the run's directory, and why it cannot be used as it is
     (its saved configuration differs from the planned one), or None."""
     saved_path = run.run_dir / "config.toml"
-    has_checkpoint = (run.run_dir / CHECKPOINT_NAME).is_file()
+    checkpointed = has_checkpoint(run.run_dir)
     if not saved_path.is_file():
-        return (RESUME if has_checkpoint else NEW), (
-            "it holds a checkpoint but no config.toml" if has_checkpoint else None)
+        return (RESUME if checkpointed else NEW), (
+            "it holds a checkpoint but no config.toml" if checkpointed else None)
     try:
         differences = config_differences(load_config(saved_path), run.config)
     except ConfigError as error:
@@ -210,4 +210,4 @@ def run_state(run: PlannedRun) -> tuple[str, Optional[str]]:
         return NEW, "its config.toml differs from the sweep's in " + ", ".join(differences)
     if summary_is_complete(read_summary(run.run_dir), run.config.run.rounds):
         return FINISHED, None
-    return (RESUME if has_checkpoint else NEW), None
+    return (RESUME if checkpointed else NEW), None

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from fedhet.config.options import ConfigError
 from fedhet.config.schema import ExperimentConfig, load_config
-from fedhet.engine.callbacks import read_metrics
+from fedhet.engine.callbacks import scan_metrics
 from fedhet.errors import FedhetError
 from fedhet.experiments.plan import SWEEP_FILE, SWEEP_RUN_FILE, read_summary, summary_is_complete
 
@@ -56,8 +56,10 @@ def algorithm_label(config: ExperimentConfig) -> str:
     return f"{client}+{server}"
 
 
-def load_run(path: str | Path) -> RunData:
-    """Read one run directory; :class:`RunDirectoryError` when it is not a run or has no records."""
+def load_run(path: str | Path, *, warn: Callable[[str], None] = lambda message: None) -> RunData:
+    """Read one run directory; :class:`RunDirectoryError` when it is not a run or has no records.
+    Unreadable lines of ``metrics.jsonl`` are left out with a warning naming their line numbers
+    (the records after them are used)."""
     path = Path(path)
     if not path.is_dir():
         raise RunDirectoryError(f"{path}: no such directory")
@@ -68,10 +70,13 @@ def load_run(path: str | Path) -> RunData:
     except ConfigError as error:
         raise RunDirectoryError(f"{path}: its config.toml does not load: {error}") from None
     try:
-        records = [r for r in _checked_records(path, read_metrics(path / "metrics.jsonl")) if "test_accuracy" in r]
+        scan = scan_metrics(path / "metrics.jsonl")
+        records = [r for r in _checked_records(path, scan.records) if "test_accuracy" in r]
         summary = read_summary(path)
     except (UnicodeDecodeError, OSError) as error:
         raise RunDirectoryError(f"{path}: its files cannot be read ({type(error).__name__}: {error})") from None
+    if scan.bad_lines:
+        warn(scan.describe_bad(path / "metrics.jsonl"))
     if summary is not None and not isinstance(summary, dict):
         raise RunDirectoryError(f"{path}: summary.json holds a {type(summary).__name__}, not an object")
     rounds = (summary or {}).get("rounds", 0)
@@ -139,7 +144,7 @@ def collect_runs(paths: Sequence[str | Path], *, warn: Callable[[str], None] = l
         if not path.is_dir():
             raise RunDirectoryError(f"{path}: no such directory")
         if (path / "config.toml").is_file():
-            found = [load_run(path)]
+            found = [load_run(path, warn=warn)]
         else:
             children = _ordered_children(path)
             if not children:
@@ -148,7 +153,7 @@ def collect_runs(paths: Sequence[str | Path], *, warn: Callable[[str], None] = l
             found = []
             for child in children:
                 try:
-                    found.append(load_run(child))
+                    found.append(load_run(child, warn=warn))
                 except RunDirectoryError as error:
                     warn(f"left out: {error}")
             if not found:

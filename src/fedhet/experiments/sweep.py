@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -26,10 +25,13 @@ from typing import Any, Optional, TextIO
 import fedhet
 from fedhet.config.schema import config_to_toml
 from fedhet.engine.callbacks import Callback, read_metrics
+from fedhet.engine.rundir import clear_run_directory
+from fedhet.engine.rundir_lock import DirectoryLock
 from fedhet.experiments.grid import SweepError
 from fedhet.experiments.plan import (FINISHED, NEW, RESUME, SWEEP_FILE, SWEEP_RUN_FILE, PlannedRun, SweepPlan,
                                      read_summary, run_state)
 from fedhet.experiments.progress import DONE, FAILED, RUNNING, SKIPPED, SweepProgress
+from fedhet.experiments.lifetime import die_with_parent
 from fedhet.experiments.worker import LOG_FILE, execute_run
 from fedhet.io import atomic_write_json
 
@@ -92,7 +94,10 @@ def _latest_record(run_dir: Path) -> Optional[dict[str, Any]]:
 
 def _prepare(run: PlannedRun, plan: SweepPlan, replace: bool) -> None:
     if replace and run.run_dir.exists():
-        shutil.rmtree(run.run_dir)
+        # Only fedhet's files go (fedhet.engine.rundir), under the run's lock: a run still
+        # writing there (a `fedhet run` the user started) makes this a one-line error.
+        with DirectoryLock(run.run_dir):
+            clear_run_directory(run.run_dir, sweep_files=True)
     run.run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(run.run_dir / SWEEP_RUN_FILE, run.metadata(plan))
 
@@ -136,13 +141,13 @@ def _worker_environment() -> dict[str, str]:
 
 
 def _start_worker(run: PlannedRun, state: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "fedhet.experiments.worker", str(run.run_dir)]
+    command = [sys.executable, "-m", "fedhet.experiments.worker", str(run.run_dir), "--parent-pid", str(os.getpid())]
     if state == RESUME:
         command.append("--resume")
     log_file = open(run.run_dir / LOG_FILE, "a", encoding="utf-8")
     try:
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log_file, stderr=subprocess.STDOUT,
-                                   env=_worker_environment(), text=True)
+                                   env=_worker_environment(), text=True, preexec_fn=die_with_parent())
     finally:
         log_file.close()                       # the child holds its own descriptor
     assert process.stdin is not None
@@ -232,6 +237,14 @@ def run_sweep(plan: SweepPlan, *, jobs: Optional[int] = None, overwrite: bool = 
     """
     if jobs is not None and jobs < 1:
         raise SweepError(f"--jobs must be at least 1, got {jobs}")
+    # One sweep at a time per output directory (two would start the same runs twice).
+    with DirectoryLock(plan.out_dir, what="sweep directory"):
+        return _run_sweep_locked(plan, jobs=jobs, overwrite=overwrite, stream=stream, live=live,
+                                 poll_seconds=poll_seconds)
+
+
+def _run_sweep_locked(plan: SweepPlan, *, jobs: Optional[int], overwrite: bool, stream: TextIO,
+                      live: Optional[bool], poll_seconds: float) -> SweepResult:
     states = check_states(plan, overwrite=overwrite)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     view = SweepProgress([(run.name, run.config.run.rounds) for run in plan.runs], stream, live=live)

@@ -1,0 +1,74 @@
+"""A fingerprint of a run's resolved configuration, saved in its checkpoint and checked on resume.
+
+A resumed run must compute what the interrupted run would have computed, so ``--resume`` refuses a
+``config.toml`` whose resolved values differ from those the checkpoint was written with, and lists
+the differing keys. The keys of :data:`RESUMABLE_KEYS` are left out of the fingerprint: they change
+neither a round's numbers nor the records' meaning, and ``fedhet run --resume DIR --set KEY=VALUE``
+may change them (docs/reliability.md).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Mapping
+
+from fedhet.config.schema import ExperimentConfig
+from fedhet.errors import FedhetError
+
+# run.rounds: more (or fewer, not below the rounds done) rounds continue the same trajectory.
+# run.progress, run.threads: display and torch intra-op threads (one per process by default; the
+# kernels fedhet uses give the same bits). run.out_dir: where the directory is, not what it holds.
+RESUMABLE_KEYS = ("run.rounds", "run.progress", "run.threads", "run.out_dir")
+
+
+class ConfigChangedError(FedhetError, ValueError):
+    """A resume whose configuration differs from the checkpoint's in keys that change results."""
+
+
+def _canonical(value: Any) -> Any:
+    # JSON has no inf/nan; keep them distinguishable from strings and from each other.
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"<float {value!r}>"
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    return value
+
+
+def fingerprinted_values(config: ExperimentConfig) -> dict[str, Any]:
+    """The flat resolved configuration without :data:`RESUMABLE_KEYS`, as JSON-ready values."""
+    return {key: _canonical(value) for key, value in sorted(config.to_flat_dict().items())
+            if key not in RESUMABLE_KEYS}
+
+
+def config_fingerprint(config: ExperimentConfig) -> dict[str, Any]:
+    """What the checkpoint records: ``{"sha256": ..., "values": {key: value}}`` (the values let a
+    refused resume name the differing keys)."""
+    values = fingerprinted_values(config)
+    text = json.dumps(values, sort_keys=True, default=str)
+    return {"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "values": json.loads(text)}
+
+
+def check_fingerprint(saved: Mapping[str, Any] | None, config: ExperimentConfig, where: str) -> None:
+    """Raise :class:`ConfigChangedError` listing the keys whose values differ from ``saved``."""
+    current = config_fingerprint(config)
+    if saved is None or saved.get("sha256") == current["sha256"]:
+        return
+    old, new = dict(saved.get("values", {})), current["values"]
+    keys = sorted(key for key in set(old) | set(new) if old.get(key, "<unset>") != new.get(key, "<unset>"))
+    shown = ", ".join(f"{key} ({old.get(key, '<unset>')!r} -> {new.get(key, '<unset>')!r})" for key in keys[:8])
+    more = f" and {len(keys) - 8} more" if len(keys) > 8 else ""
+    raise ConfigChangedError(
+        f"{where}: config.toml differs from the configuration its checkpoint was written with, in "
+        f"{shown or 'values not listed'}{more}; restore it, or start afresh with --overwrite. "
+        f"Only {', '.join(RESUMABLE_KEYS)} may change on resume (fedhet run --resume DIR --set run.rounds=N)")
+
+
+def check_resumable_overrides(keys: list[str]) -> None:
+    """Only :data:`RESUMABLE_KEYS` may be given with ``--resume``."""
+    bad = [key for key in keys if key not in RESUMABLE_KEYS]
+    if bad:
+        raise ConfigChangedError(f"--resume --set may change only {', '.join(RESUMABLE_KEYS)}; not "
+                                 f"{', '.join(bad)} (a different configuration is a new run)")

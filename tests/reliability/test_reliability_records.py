@@ -1,0 +1,73 @@
+"""metrics.jsonl is read tolerantly, never loses the records after a bad line, and every record is
+written in full (issue 12, finding 2)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from fedhet.engine import callbacks
+from fedhet.engine.callbacks import MetricsWriter, read_metrics, scan_metrics
+from fedhet.engine.runner import resume_run, run_experiment
+from fedhet.experiments.runs import collect_runs
+from helpers_reliability import assert_same_run, values
+from small_run import StopAfter
+
+
+def test_a_bad_line_in_the_middle_loses_nothing_on_resume(small_config, tmp_path):
+    run_experiment(small_config("run.name=full"))
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(small_config("run.name=cut"), callbacks=[StopAfter(5)])   # checkpoint after round 4
+    path = tmp_path / "cut" / "metrics.jsonl"
+    lines = path.read_text().splitlines()
+    assert len(lines) == 5
+    lines.insert(2, '{"round": 3, "test_accur')           # a torn record between rounds 2 and 3
+    path.write_text("\n".join(lines) + "\n")
+    scan = scan_metrics(path)
+    assert [r["round"] for r in scan.records] == [1, 2, 3, 4, 5] and [n for n, _ in scan.bad_lines] == [3]
+
+    messages = []
+    resume_run(tmp_path / "cut", log=messages.append)
+    assert any("line 3" in m and "metrics.bad.jsonl" in m for m in messages), messages
+    assert_same_run(tmp_path / "full", tmp_path / "cut")
+    aside = [json.loads(line) for line in (tmp_path / "cut" / "metrics.bad.jsonl").read_text().splitlines()]
+    assert aside == [{"file": "metrics.jsonl", "line": 3, "text": '{"round": 3, "test_accur'}]
+
+
+def test_report_warns_about_bad_lines_and_uses_the_records_after_them(small_config, tmp_path):
+    run_experiment(small_config("run.name=a"))
+    path = tmp_path / "a" / "metrics.jsonl"
+    before = values(tmp_path / "a")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:1] + ["not json", "[1, 2]"] + lines[1:]) + "\n")
+    warnings = []
+    [run] = collect_runs([tmp_path / "a"], warn=warnings.append)
+    assert [r["round"] for r in run.records] == [1, 2, 3, 4, 5, 6]
+    assert [{k: v for k, v in r.items() if k != "wall_seconds"} for r in run.records] == before
+    assert len(warnings) == 1 and "2 unreadable line(s) (line 2, 3)" in warnings[0]
+
+
+def test_short_writes_are_continued_until_the_record_is_whole(tmp_path, monkeypatch):
+    real_write, calls = os.write, []
+
+    def short_write(fd, data):            # a nearly full disk: at most 7 bytes per call
+        calls.append(len(data))
+        return real_write(fd, bytes(data[:7]))
+
+    monkeypatch.setattr(callbacks.os, "write", short_write)
+    writer = MetricsWriter(tmp_path / "metrics.jsonl")
+    record = {"round": 1, "test_accuracy": 0.5, "test_loss": 1.25, "note": "x" * 40}
+    writer.on_round_end(None, record)
+    writer.on_round_end(None, {**record, "round": 2})
+    assert len(calls) > 10
+    assert read_metrics(tmp_path / "metrics.jsonl") == [record, {**record, "round": 2}]
+
+
+def test_a_failed_write_is_an_error_not_a_silent_torn_line(tmp_path, monkeypatch):
+    def full_disk(fd, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(callbacks.os, "write", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        MetricsWriter(tmp_path / "metrics.jsonl").on_round_end(None, {"round": 1, "test_accuracy": 0.5})
