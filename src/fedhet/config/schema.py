@@ -56,6 +56,16 @@ class RunOptions:
     target_accuracy: Optional[float] = option(None, gt=0, le=1,
                                               help="accuracy whose first reaching round is reported (rounds to target)")
     stop_at_target: bool = option(False, help="stop the run once target_accuracy is reached")
+    trackers: tuple[str, ...] = option(default_factory=tuple,
+                                       help="experiment trackers that also receive the config, every evaluated "
+                                            "round, the summary and the plots: tensorboard, mlflow, wandb "
+                                            "(pip install 'fedhet[tracking]'; see docs/tracking.md)")
+    tracker_project: Optional[str] = option(None, help="MLflow experiment / W&B project; default: the sweep's "
+                                                       "name for a sweep run, else 'fedhet'")
+    mlflow_uri: Optional[str] = option(None, help="MLflow tracking URI; default: a local file: store, "
+                                                  "the mlruns directory beside the run directory")
+    wandb_mode: str = option("offline", choices=("offline", "online"),
+                             help="W&B mode; 'offline' writes only the run directory's wandb folder")
     store_dtype: str = option("auto", choices=("auto", "float32", "bfloat16", "float16", "float64"),
                               help="storage dtype of per-client memories (momenta, control variates, ...); "
                                    "'auto' = run.dtype")
@@ -73,6 +83,9 @@ class RunOptions:
                                         "data.client_test_fraction) or 'train' (the client's training data)")
 
     def validate(self, section: str) -> None:
+        from fedhet.tracking.names import check_tracking_options
+
+        check_tracking_options(self, section)
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device):
             raise ConfigError(f"{section}.device", self.device, "allowed: auto, cpu, cuda, cuda:N, mps")
         from fedhet.names import check_name  # here, not at the top: fedhet.names imports this package

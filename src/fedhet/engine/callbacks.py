@@ -122,6 +122,12 @@ class MetricsWriter(Callback):
         return False
 
 
+def checkpoint_due(round_number: int, every: int, rounds: int) -> bool:
+    """Whether :class:`CheckpointCallback` saves after ``round_number`` (every ``every`` rounds and
+    at the last round); the trackers (``fedhet.tracking``) send rounds by the same rule."""
+    return round_number % every == 0 or round_number == rounds
+
+
 class CheckpointCallback(Callback):
     """Saves the checkpoint every ``every`` rounds and at the last round."""
 
@@ -129,7 +135,7 @@ class CheckpointCallback(Callback):
         self.every = every
 
     def on_round_end(self, run, record):
-        if record["round"] % self.every == 0 or record["round"] == run.config.run.rounds:
+        if checkpoint_due(record["round"], self.every, run.config.run.rounds):
             run.save_checkpoint()
         return False
 

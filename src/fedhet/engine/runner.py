@@ -44,6 +44,7 @@ from fedhet.io import atomic_torch_save, atomic_write_json, atomic_write_text
 from fedhet.registry import CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS, SERVERS
 from fedhet.seeding import derive_seed
 from fedhet.store import StoreOptions
+from fedhet.tracking.callback import check_trackers_installed, tracking_callbacks
 
 logger = logging.getLogger(__name__)
 
@@ -294,6 +295,7 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
     ``partition.csv/png``, ``participation.pt/png`` there, each atomically.
     """
     log = _messages(log)
+    check_trackers_installed(config.run.trackers)   # a missing tracker package stops before any work
     run_dir = Path(run_dir) if run_dir is not None else Path(config.run.out_dir) / config.run.name
     with DirectoryLock(run_dir):
         return _run_locked(config, run_dir, resume=resume, overwrite=overwrite, callbacks=callbacks, log=log)
@@ -341,7 +343,9 @@ def _run_locked(config: ExperimentConfig, run_dir: Path, *, resume: bool, overwr
         _write_run_artifacts(handle)
         # A round-0 checkpoint: a run killed before its first periodic checkpoint still resumes.
         handle.save_checkpoint()
-    all_callbacks = _default_callbacks(config, run_dir) + list(callbacks)
+    # Trackers after the checkpoint callback: a round reaches them once a checkpoint covers it.
+    all_callbacks = (_default_callbacks(config, run_dir) + tracking_callbacks(config, run_dir, resume)
+                     + list(callbacks))
     for callback in all_callbacks:
         callback.on_run_start(handle)
     stop = False

@@ -1,0 +1,149 @@
+"""MLflow: one MLflow run per fedhet run, in a local ``file:`` store by default.
+
+The store defaults to ``mlruns`` beside the run directory (``out_dir/mlruns``; for a sweep, inside
+the sweep directory), the experiment to ``run.tracker_project``, else the sweep's name, else
+``fedhet``. Switches that MLflow reads from the environment are set only around its calls: its
+file store (in maintenance mode since MLflow 3, refused unless ``MLFLOW_ALLOW_FILE_STORE``) and its
+usage telemetry (off: nothing leaves the machine unless ``run.mlflow_uri`` names a server). On
+resume the saved run id is reopened and the last round is read back from the store itself.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Optional
+
+from fedhet.tracking.base import Tracker, TrackingContext, finite_or_nan, numeric_items, scoped_environ
+
+ENVIRONMENT = {"MLFLOW_ALLOW_FILE_STORE": "true", "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
+STORE_DIR = "mlruns"
+# MLflow's per-request limits (log_batch): 1000 metrics, 100 parameters.
+_METRICS_PER_BATCH = 1000
+_PARAMS_PER_BATCH = 100
+_PARAM_LENGTH = 6000
+
+
+def default_tracking_uri(run_dir: Path) -> str:
+    return (run_dir.resolve().parent / STORE_DIR).as_uri()
+
+
+@contextlib.contextmanager
+def _store_lock(uri: str) -> Iterator[None]:
+    """Hold an exclusive lock on a local ``file:`` store while an experiment is looked up or made.
+
+    The file store checks an experiment name by listing folders, so two sweep workers starting
+    together could each create the sweep's experiment; the lock makes the second find the first's.
+    Other stores (a server, a database) enforce unique names themselves.
+    """
+    try:
+        import fcntl
+    except ImportError:                 # not POSIX: no lock (parallel sweep workers may race there)
+        fcntl = None
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme not in ("file", "") or fcntl is None:
+        yield
+        return
+    store = Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme else Path(uri)
+    store.mkdir(parents=True, exist_ok=True)
+    with open(store / ".fedhet-experiments.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class MlflowTracker(Tracker):
+    name = "mlflow"
+
+    def __init__(self):
+        self.client = None
+        self.run_id = ""
+
+    def _environment(self):
+        return scoped_environ(ENVIRONMENT)
+
+    def start(self, context: TrackingContext, saved: Optional[dict[str, Any]]) -> dict[str, Any]:
+        with self._environment():
+            from mlflow.tracking import MlflowClient
+
+            uri = saved["tracking_uri"] if saved else (context.options.mlflow_uri
+                                                       or default_tracking_uri(context.run_dir))
+            self.client = MlflowClient(tracking_uri=uri)
+            if saved:
+                self.run_id = saved["run_id"]
+                self.client.update_run(self.run_id, status="RUNNING")
+                return dict(saved)
+            experiment_id = self._experiment_id(context.project)
+            tags = {"fedhet.run_dir": str(context.run_dir.resolve())}
+            if context.sweep is not None:
+                tags["fedhet.sweep"] = context.sweep
+            run = self.client.create_run(experiment_id, run_name=context.run_name, tags=tags)
+            self.run_id = run.info.run_id
+            return {"tracking_uri": uri, "experiment_id": experiment_id, "run_id": self.run_id}
+
+    def _experiment_id(self, name: str) -> str:
+        with _store_lock(self.client.tracking_uri):
+            return self._get_or_create_experiment(name)
+
+    def _get_or_create_experiment(self, name: str) -> str:
+        from mlflow.exceptions import MlflowException
+
+        experiment = self.client.get_experiment_by_name(name)
+        if experiment is not None:
+            return experiment.experiment_id
+        try:
+            return self.client.create_experiment(name)
+        except MlflowException:
+            # Another worker of the same sweep created it between the lookup and the creation.
+            experiment = self.client.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+            return experiment.experiment_id
+
+    def last_logged_round(self) -> Optional[int]:
+        with self._environment():
+            history = self.client.get_metric_history(self.run_id, "test_accuracy")
+        return max((int(metric.step) for metric in history), default=0)
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(key, str(value)[:_PARAM_LENGTH]) for key, value in params.items()]
+        with self._environment():
+            for start in range(0, len(items), _PARAMS_PER_BATCH):
+                self.client.log_batch(self.run_id, params=items[start:start + _PARAMS_PER_BATCH])
+
+    def _log_metrics(self, metrics: list) -> None:
+        with self._environment():
+            for start in range(0, len(metrics), _METRICS_PER_BATCH):
+                self.client.log_batch(self.run_id, metrics=metrics[start:start + _METRICS_PER_BATCH])
+
+    def log_rounds(self, records: list[dict[str, Any]]) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self._log_metrics([Metric(key, value, now, int(record["round"]))
+                           for record in records for key, value in numeric_items(record).items()])
+
+    def log_summary(self, summary: Mapping[str, Any], step: int) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self._log_metrics([Metric(f"summary/{key}", number, now, step) for key, value in summary.items()
+                           if (number := finite_or_nan(value)) is not None])
+
+    def log_files(self, paths: list[Path], run_dir: Path) -> None:
+        with self._environment():
+            for path in paths:
+                folder = "plots" if path.suffix.lower() == ".png" else None
+                self.client.log_artifact(self.run_id, str(path), artifact_path=folder)
+
+    def close(self) -> None:
+        if self.client is not None:
+            with self._environment():
+                self.client.set_terminated(self.run_id)
+            self.client = None
