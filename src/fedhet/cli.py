@@ -6,6 +6,7 @@
     fedhet options [SECTION [NAME]]          list components and their options
     fedhet sweep CONFIG [--grid key=v1,v2 ...] [--seeds 1,2,3] [--variants FILE] [--jobs N] ...
     fedhet report RUN_DIR... --out DIR [--target 0.8] [--group-by KEY,...]
+    fedhet claims {list,run,report} [--full] [--only ID,...]   the papers' claims and their verdicts
 
 Configuration errors exit with status 2 and a message naming the key, the value and what is allowed.
 """
@@ -160,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     options.add_argument("name", nargs="?")
     options.set_defaults(handler=_command_options)
     _add_experiment_commands(sub)
+    from fedhet.experiments.claims.cli import add_claims_command
+    add_claims_command(sub)
     return parser
 
 
