@@ -8,7 +8,7 @@ Two kinds of TOML file live in a claims directory (``configs/claims/``):
   ``client.mu``, ``algorithm``) plus ``lr_source``, where the method's learning rates come from
   (``"paper: <table>"`` or ``"untuned: <why>"``). ``methods_from = "OTHER"`` reuses another protocol's
   methods. Precedence, later wins: base file < ``set`` < method < ``full`` (with ``--full``).
-- every other ``*.toml``: one claim each: ``id``, ``paper``, ``source`` (table or figure),
+- every other ``*.toml`` of the directory (not its subdirectories, which hold the base files): one claim each: ``id``, ``paper``, ``source`` (table or figure),
   ``statement``, ``paper_protocol``, ``here`` (how it is run here), a default ``metric``, ``direction``
   and ``margin``, and ``[[comparison]]`` tables: ``method`` and ``baseline`` as ``"protocol/method"``,
   the paper's numbers (``paper``), and optionally their own ``metric`` / ``direction`` / ``margin``.
