@@ -17,9 +17,10 @@ ACCURACY_METRICS = ("last_accuracy", "best_accuracy")
 METRIC_NAMES = {"last_accuracy": "last-10% acc. (%)", "best_accuracy": "best acc. (%)", "e_ludd": "e-LUDD",
                 "rounds_to_target": "rounds to target"}
 DIRECTION_TEXT = {"greater": ">", "less": "<", "not_worse": "not worse than"}
-SUMMARY_COLUMNS = ("claim", "paper", "statement", "verdict", "comparisons")
-COLUMNS = ("claim", "comparison", "metric", "paper's numbers", "method (mean ± std)", "baseline (mean ± std)",
-           "difference [95% CI]", "seeds", "verdict", "lr source")
+SUMMARY_COLUMNS = ("claim", "verdict", "comparisons", "paper", "statement")
+COLUMNS = ("claim", "comparison", "metric", "verdict", "difference [95% CI]", "method (mean ± std)",
+           "baseline (mean ± std)", "seeds", "paper's numbers", "lr source")
+SUMMARY_VERDICT, COMPARISON_VERDICT = 1, 3           # the verdict's column in each table
 
 
 def _scale(metric: str) -> float:
@@ -86,9 +87,9 @@ def verdict_text(result: ComparisonResult) -> str:
 
 def comparison_cells(claim: ClaimResult, result: ComparisonResult) -> list[str]:
     c = result.comparison
-    return [claim.claim.id, comparison_text(c), METRIC_NAMES[c.metric], c.paper or "–",
-            side_text(result.method, c.metric), side_text(result.baseline, c.metric), difference_text(result),
-            str(result.difference.n), verdict_text(result), lr_text(result)]
+    return [claim.claim.id, comparison_text(c), METRIC_NAMES[c.metric], verdict_text(result),
+            difference_text(result), side_text(result.method, c.metric), side_text(result.baseline, c.metric),
+            str(result.difference.n), c.paper or "–", lr_text(result)]
 
 
 def summary_cells(claim: ClaimResult) -> list[str]:
@@ -96,8 +97,8 @@ def summary_cells(claim: ClaimResult) -> list[str]:
     for result in claim.comparisons:
         counts[result.verdict] = counts.get(result.verdict, 0) + 1
     tally = ", ".join(f"{n} {v}" for v, n in counts.items())
-    return [claim.claim.id, f"{claim.claim.paper}, {claim.claim.source}", claim.claim.statement, claim.verdict,
-            tally]
+    return [claim.claim.id, claim.verdict, tally, f"{claim.claim.paper}, {claim.claim.source}",
+            claim.claim.statement]
 
 
 def rule_text() -> str:
@@ -118,7 +119,7 @@ def _aligned(rows: Sequence[Sequence[str]]) -> str:
 def console_table(results: Sequence[ClaimResult]) -> str:
     """The claims for a terminal: the verdict per claim, then every comparison."""
     summary = [["claim", "verdict", "comparisons", "paper"]]
-    summary += [[r.claim.id, r.verdict, summary_cells(r)[4], f"{r.claim.paper}, {r.claim.source}"] for r in results]
+    summary += [summary_cells(r)[:4] for r in results]
     detail = [[title for title in COLUMNS if title != "metric"]]
     for claim in results:
         for result in claim.comparisons:

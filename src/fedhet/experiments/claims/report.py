@@ -17,8 +17,9 @@ from typing import Sequence
 from fedhet.experiments.claims.definitions import ClaimsSuite, Side
 from fedhet.experiments.claims.evaluate import ClaimResult
 from fedhet.experiments.claims.planning import protocol_dir
-from fedhet.experiments.claims.render import (COLUMNS, comparison_cells, markdown_table, results_json, rule_text,
-                                              summary_cells, SUMMARY_COLUMNS)
+from fedhet.experiments.claims.render import (COLUMNS, COMPARISON_VERDICT, SUMMARY_COLUMNS, SUMMARY_VERDICT,
+                                              comparison_cells, markdown_table, results_json, rule_text,
+                                              summary_cells)
 from fedhet.experiments.claims.verdict import HOLDS, NOT_REPRODUCED
 from fedhet.experiments.grouping import Group
 from fedhet.experiments.plots import plot_curves
@@ -100,8 +101,9 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]], verdict_co
         cells = []
         for index, text in enumerate(row):
             colour = _VERDICT_COLOUR.get(text.split(" (")[0]) if index == verdict_column else None
-            style = f' style="color:{colour};font-weight:bold"' if colour else ""
-            cells.append(f"<td{style}>{escape(text)}</td>")
+            # wrapped and left-aligned: the report's own tables are nowrap, too wide for statements
+            style = "white-space:normal;text-align:left" + (f";color:{colour};font-weight:bold" if colour else "")
+            cells.append(f'<td style="{style}">{escape(text)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -112,8 +114,9 @@ def claims_html(suite: ClaimsSuite, results: Sequence[ClaimResult], plots: dict[
     from fedhet.experiments.html import data_uri
 
     parts = ["<h2>Claims</h2>", f'<p class="note">{escape(rule_text())}</p>',
-             _html_table(SUMMARY_COLUMNS, [summary_cells(r) for r in results], 3),
-             _html_table(COLUMNS, [comparison_cells(r, c) for r in results for c in r.comparisons], 8)]
+             _html_table(SUMMARY_COLUMNS, [summary_cells(r) for r in results], SUMMARY_VERDICT),
+             _html_table(COLUMNS, [comparison_cells(r, c) for r in results for c in r.comparisons],
+                         COMPARISON_VERDICT)]
     for result in results:
         claim = result.claim
         parts.append(f"<h3>{escape(claim.id)}: {escape(result.verdict)}</h3>")
