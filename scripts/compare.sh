@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fedhet's main job: the comparison a federated-learning user wants first.
+# fedhet's short comparison (the main job is scripts/claims.sh): eleven algorithms side by side in one setting.
 #
 # Fashion-MNIST, label-Dirichlet(0.1) over 100 clients, two blocks, 2 seeds each:
 #   1. 10 clients per round sampled uniformly (the FedAWARE papers' setting): FedAvg, FedAvgM, FedProx,

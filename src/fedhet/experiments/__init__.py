@@ -9,4 +9,6 @@
   :mod:`fedhet.experiments.grouping`: run directories -> groups of seeds -> mean and sample std.
 - :mod:`fedhet.experiments.report`: ``report.md``, ``report.json``, ``report.html`` and plots
   (:mod:`fedhet.experiments.plots`, :mod:`fedhet.experiments.markdown`, :mod:`fedhet.experiments.html`).
+- :mod:`fedhet.experiments.claims`: the papers' claims as data, run as one sweep, each with a verdict
+  (``fedhet claims``; ``docs/claims.md``).
 """

@@ -94,7 +94,8 @@ def _section(report: "Report", section: "ReportSection") -> str:
     return "\n".join(parts)
 
 
-def render_html(report: "Report") -> str:
+def render_html(report: "Report", *, intro_html: str = "") -> str:
+    """The page; ``intro_html`` (already escaped, e.g. the claims section) goes before the tables."""
     from fedhet.experiments.report import headline_setting
 
     headline = ", ".join(f"{key} = {format_value(value)}" for key, value in headline_setting(report.common).items())
@@ -114,6 +115,7 @@ def render_html(report: "Report") -> str:
 <p class="note">{escape(notes_text(report).replace("Bold:", "Bold cells:"))}</p>
 {warnings}
 <details><summary>every configuration value the runs share</summary>{_setting_table(report.common)}</details>
+{intro_html}
 {sections}
 <p class="note">Written by <code>fedhet report</code>.</p>
 </body>

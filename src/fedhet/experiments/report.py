@@ -183,8 +183,9 @@ def report_to_json(report: Report) -> dict[str, Any]:
     }
 
 
-def write_report(report: Report, out_dir: str | Path) -> ReportFiles:
-    """Write plots, ``report.md``, ``report.json`` and ``report.html`` into ``out_dir``."""
+def write_report(report: Report, out_dir: str | Path, *, intro_html: str = "") -> ReportFiles:
+    """Write plots, ``report.md``, ``report.json`` and ``report.html`` into ``out_dir``
+    (``intro_html``: a section placed before the tables of the HTML page)."""
     from fedhet.experiments.html import render_html
     from fedhet.experiments.markdown import render_markdown
 
@@ -210,5 +211,5 @@ def write_report(report: Report, out_dir: str | Path) -> ReportFiles:
     markdown_path, html_path, json_path = out / "report.md", out / "report.html", out / "report.json"
     atomic_write_text(markdown_path, render_markdown(report, relative_to=out))
     atomic_write_json(json_path, report_to_json(report))
-    atomic_write_text(html_path, render_html(report))
+    atomic_write_text(html_path, render_html(report, intro_html=intro_html))
     return ReportFiles(markdown_path, html_path, json_path, tuple(written))

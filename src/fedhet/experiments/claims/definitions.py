@@ -1,0 +1,333 @@
+"""The claims suite as data: protocols (shared sweeps) and claims (comparisons between their methods).
+
+Two kinds of TOML file live in a claims directory (``configs/claims/``):
+
+- ``protocols.toml``: ``[protocol.NAME]`` tables. A protocol is one sweep: a base experiment file, the
+  values ``set`` on every run, the seeds, the ``full`` (paper-length) values, and its methods
+  ``[protocol.NAME.method.M]``: configuration keys written as in an experiment file (``server.name``,
+  ``client.mu``, ``algorithm``) plus ``lr_source``, where the method's learning rates come from
+  (``"paper: <table>"`` or ``"untuned: <why>"``). ``methods_from = "OTHER"`` reuses another protocol's
+  methods. Precedence, later wins: base file < ``set`` < method < ``full`` (with ``--full``).
+- every other ``*.toml`` of the directory (not its subdirectories, which hold the base files): one claim each: ``id``, ``paper``, ``source`` (table or figure),
+  ``statement``, ``paper_protocol``, ``here`` (how it is run here), a default ``metric``, ``direction``
+  and ``margin``, and ``[[comparison]]`` tables: ``method`` and ``baseline`` as ``"protocol/method"``,
+  the paper's numbers (``paper``), and optionally their own ``metric`` / ``direction`` / ``margin``.
+
+Metrics: ``last_accuracy`` (mean test accuracy over the evaluated rounds of the last 10% of rounds),
+``best_accuracy`` (the highest evaluated test accuracy), ``e_ludd`` (mean e-LUD over rounds) and
+``rounds_to_target`` (first evaluated round reaching ``run.target_accuracy``). Directions: ``greater``,
+``less`` (rounds to target) and ``not_worse`` (by ``margin``, in the metric's units: 0.01 = 1 accuracy
+point). The verdict rule is :mod:`fedhet.experiments.claims.verdict`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from fedhet.config.schema import read_toml_file
+from fedhet.errors import FedhetError
+from fedhet.experiments.grid import SweepError, Variant, _flatten_variant
+
+PROTOCOLS_FILE = "protocols.toml"
+METRICS = ("last_accuracy", "best_accuracy", "e_ludd", "rounds_to_target")
+DIRECTIONS = ("greater", "less", "not_worse")
+_NAME = re.compile(r"[a-z0-9][a-z0-9_]*")
+_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
+_PROTOCOL_KEYS = {"base", "title", "seeds", "full_seeds", "set", "full", "full_lr_source", "method", "methods_from"}
+_CLAIM_KEYS = {"id", "paper", "source", "statement", "paper_protocol", "here", "metric", "direction", "margin",
+               "comparison"}
+_COMPARISON_KEYS = {"method", "baseline", "paper", "metric", "direction", "margin"}
+
+
+class ClaimsError(FedhetError, ValueError):
+    """A claims or protocols file is not usable as written; the message names the file, key and rule."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """One method of a protocol: its configuration overrides and where its learning rates come from."""
+
+    name: str
+    overrides: dict[str, Any]
+    lr_source: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    name: str
+    base: Path
+    title: str
+    seeds: tuple[int, ...]
+    full_seeds: tuple[int, ...]
+    sets: dict[str, Any]
+    full: dict[str, Any]
+    full_lr_source: Optional[str]
+    methods: dict[str, Method]
+
+    def overrides(self, method: str, *, full: bool) -> dict[str, Any]:
+        """The values a run of ``method`` applies over the base file (precedence of the module docstring)."""
+        return {**self.sets, **self.methods[method].overrides, **(self.full if full else {})}
+
+    def variant(self, method: str, *, full: bool) -> Variant:
+        return Variant(method, self.overrides(method, full=full))
+
+    def run_seeds(self, *, full: bool) -> tuple[int, ...]:
+        return self.full_seeds if full else self.seeds
+
+    def lr_source(self, method: str, *, full: bool) -> str:
+        """Where the method's learning rates come from in this mode (``full`` may set them for all)."""
+        if full and self.full_lr_source and any("learning_rate" in key for key in self.full):
+            return self.full_lr_source
+        return self.methods[method].lr_source
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """``protocol/method``: one side of a comparison."""
+
+    protocol: str
+    method: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.protocol}/{self.method}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    method: Side
+    baseline: Side
+    metric: str
+    direction: str
+    margin: float
+    paper: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    id: str
+    path: Path
+    paper: str
+    source: str
+    statement: str
+    paper_protocol: str
+    here: str
+    comparisons: tuple[Comparison, ...]
+
+    @property
+    def protocols(self) -> list[str]:
+        """The protocols the claim reads, in order of first use."""
+        names: list[str] = []
+        for comparison in self.comparisons:
+            for side in (comparison.method, comparison.baseline):
+                if side.protocol not in names:
+                    names.append(side.protocol)
+        return names
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimsSuite:
+    directory: Path
+    protocols: dict[str, Protocol]
+    claims: tuple[Claim, ...]
+
+    def select(self, ids: Optional[list[str]]) -> tuple[Claim, ...]:
+        """The claims named in ``ids`` (all when None), in the suite's order; an unknown id is an error."""
+        if ids is None:
+            return self.claims
+        known = [claim.id for claim in self.claims]
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise ClaimsError(f"--only {','.join(unknown)}: no such claim; claims: {', '.join(known)}")
+        return tuple(claim for claim in self.claims if claim.id in ids)
+
+    def needed_methods(self, claims: tuple[Claim, ...]) -> dict[str, list[str]]:
+        """Protocol -> the methods these claims compare, in the protocols file's order (protocols too)."""
+        used = {(side.protocol, side.method) for claim in claims for c in claim.comparisons
+                for side in (c.method, c.baseline)}
+        return {name: [m for m in protocol.methods if (name, m) in used]
+                for name, protocol in self.protocols.items() if any(p == name for p, _ in used)}
+
+
+def _fail(where: str, message: str) -> ClaimsError:
+    return ClaimsError(f"{where}: {message}")
+
+
+def _seeds(where: str, value: Any) -> tuple[int, ...]:
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)
+            or len(set(value)) != len(value)):
+        raise _fail(where, f"{value!r}: a list of distinct non-negative integers, e.g. [1, 2, 3]")
+    return tuple(value)
+
+
+def _flat(where: str, value: Any) -> dict[str, Any]:
+    """A ``{ "section.key" = value }`` inline table, or nested section tables, as dotted keys."""
+    if not isinstance(value, dict):
+        raise _fail(where, f"{value!r}: a table of configuration keys")
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(item, dict) and "." not in key:
+            flat.update({f"{key}.{k}": v for k, v in item.items()})
+        else:
+            flat[key] = item
+    return flat
+
+
+def _method(path: Path, protocol: str, name: str, table: Any) -> Method:
+    where = f"{path}: [protocol.{protocol}.method.{name}]"
+    if not _NAME.fullmatch(name):
+        raise _fail(where, "a method name uses lower-case letters, digits and _")
+    if not isinstance(table, dict):
+        raise _fail(where, "expected a table of configuration keys and lr_source")
+    table = dict(table)
+    lr_source = table.pop("lr_source", None)
+    if not isinstance(lr_source, str) or not lr_source.split(":", 1)[0] in ("paper", "untuned", "tuned"):
+        raise _fail(where, f"lr_source = {lr_source!r}: say where the learning rates come from, "
+                           "starting with 'paper:', 'tuned:' or 'untuned:'")
+    try:
+        overrides = _flatten_variant(path, f"protocol.{protocol}.method.{name}", table)
+    except SweepError as error:
+        raise _fail(where, str(error)) from None
+    except FedhetError as error:
+        raise _fail(where, str(error)) from None
+    return Method(name, overrides, lr_source)
+
+
+def _protocol(path: Path, name: str, table: Any, methods_of: Mapping[str, dict[str, Method]]) -> Protocol:
+    where = f"{path}: [protocol.{name}]"
+    if not _NAME.fullmatch(name):
+        raise _fail(where, "a protocol name uses lower-case letters, digits and _ (it names a directory)")
+    if not isinstance(table, dict):
+        raise _fail(where, "expected a table")
+    unknown = sorted(set(table) - _PROTOCOL_KEYS)
+    if unknown:
+        raise _fail(where, f"unknown key {', '.join(unknown)}; allowed: {', '.join(sorted(_PROTOCOL_KEYS))}")
+    if not isinstance(table.get("base"), str):
+        raise _fail(where, "base = \"FILE.toml\" (the base experiment file, relative to the protocols file) is required")
+    base = (path.parent / table["base"]).resolve()
+    if not base.is_file():
+        raise _fail(where, f"base = {table['base']!r}: no such file ({base})")
+    seeds = _seeds(f"{where} seeds", table.get("seeds"))
+    full_seeds = _seeds(f"{where} full_seeds", table["full_seeds"]) if "full_seeds" in table else seeds
+    if "methods_from" in table:
+        if "method" in table:
+            raise _fail(where, "give either methods_from or [method.*] tables, not both")
+        source = table["methods_from"]
+        if source not in methods_of:
+            raise _fail(where, f"methods_from = {source!r}: not a protocol defined above it")
+        methods = dict(methods_of[source])
+    else:
+        raw_methods = table.get("method")
+        if not isinstance(raw_methods, dict) or not raw_methods:
+            raise _fail(where, "no methods: add [protocol.NAME.method.M] tables, or methods_from = \"OTHER\"")
+        methods = {m: _method(path, name, m, t) for m, t in raw_methods.items()}
+    full_lr_source = table.get("full_lr_source")
+    if full_lr_source is not None and not isinstance(full_lr_source, str):
+        raise _fail(where, "full_lr_source must be text")
+    return Protocol(name, base, str(table.get("title", name)), seeds, full_seeds,
+                    _flat(f"{where} set", table.get("set", {})), _flat(f"{where} full", table.get("full", {})),
+                    full_lr_source, methods)
+
+
+def load_protocols(path: str | Path) -> dict[str, Protocol]:
+    """Read ``protocols.toml`` (see the module docstring); protocols keep the file's order."""
+    path = Path(path)
+    try:
+        raw = read_toml_file(path, key="protocols")
+    except FedhetError as error:
+        raise ClaimsError(str(error)) from None
+    unknown = sorted(set(raw) - {"protocol"})
+    if unknown or not isinstance(raw.get("protocol"), dict) or not raw["protocol"]:
+        raise _fail(str(path), "expected [protocol.NAME] tables only" + (f" (found {', '.join(unknown)})" if unknown else ""))
+    protocols: dict[str, Protocol] = {}
+    methods_of: dict[str, dict[str, Method]] = {}
+    for name, table in raw["protocol"].items():
+        protocols[name] = _protocol(path, name, table, methods_of)
+        methods_of[name] = protocols[name].methods
+    return protocols
+
+
+def _side(where: str, text: Any, protocols: Mapping[str, Protocol]) -> Side:
+    if not isinstance(text, str) or text.count("/") != 1:
+        raise _fail(where, f"{text!r}: write \"protocol/method\", e.g. \"fedaware_dir01/fedavg\"")
+    protocol, method = text.split("/")
+    if protocol not in protocols:
+        raise _fail(where, f"{text!r}: no protocol {protocol!r}; protocols: {', '.join(protocols)}")
+    if method not in protocols[protocol].methods:
+        raise _fail(where, f"{text!r}: protocol {protocol} has no method {method!r}; "
+                           f"its methods: {', '.join(protocols[protocol].methods)}")
+    return Side(protocol, method)
+
+
+def _metric_fields(where: str, table: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[str, str, float]:
+    metric = table.get("metric", defaults.get("metric"))
+    direction = table.get("direction", defaults.get("direction"))
+    margin = table.get("margin", defaults.get("margin", 0.0))
+    if metric not in METRICS:
+        raise _fail(where, f"metric = {metric!r}; allowed: {', '.join(METRICS)}")
+    if direction not in DIRECTIONS:
+        raise _fail(where, f"direction = {direction!r}; allowed: {', '.join(DIRECTIONS)}")
+    if not isinstance(margin, (int, float)) or isinstance(margin, bool) or margin < 0:
+        raise _fail(where, f"margin = {margin!r}: a non-negative number in the metric's units (0.01 = 1 point)")
+    if direction != "not_worse" and margin != 0:
+        raise _fail(where, f"margin = {margin}: only a not_worse comparison has a margin")
+    if metric == "rounds_to_target" and direction != "less":
+        raise _fail(where, "rounds_to_target is lower-is-better: use direction = \"less\"")
+    if metric != "rounds_to_target" and direction == "less":
+        raise _fail(where, f"{metric} is higher-is-better: use direction = \"greater\" or \"not_worse\"")
+    return metric, direction, float(margin)
+
+
+def load_claim(path: str | Path, protocols: Mapping[str, Protocol]) -> Claim:
+    """Read one claim file against ``protocols``."""
+    path = Path(path)
+    try:
+        raw = read_toml_file(path, key="claim")
+    except FedhetError as error:
+        raise ClaimsError(str(error)) from None
+    where = str(path)
+    unknown = sorted(set(raw) - _CLAIM_KEYS)
+    if unknown:
+        raise _fail(where, f"unknown key {', '.join(unknown)}; allowed: {', '.join(sorted(_CLAIM_KEYS))}")
+    for key in ("id", "paper", "source", "statement", "paper_protocol", "here"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise _fail(where, f"{key} = \"...\" (text) is required")
+    if not _ID.fullmatch(raw["id"]):
+        raise _fail(where, f"id = {raw['id']!r}: lower-case letters, digits and -")
+    tables = raw.get("comparison")
+    if not isinstance(tables, list) or not tables:
+        raise _fail(where, "no [[comparison]] tables")
+    comparisons = []
+    for index, table in enumerate(tables, 1):
+        here = f"{where}: comparison {index}"
+        extra = sorted(set(table) - _COMPARISON_KEYS)
+        if extra:
+            raise _fail(here, f"unknown key {', '.join(extra)}; allowed: {', '.join(sorted(_COMPARISON_KEYS))}")
+        method = _side(f"{here} method", table.get("method"), protocols)
+        baseline = _side(f"{here} baseline", table.get("baseline"), protocols)
+        if method == baseline:
+            raise _fail(here, "method and baseline are the same runs")
+        metric, direction, margin = _metric_fields(here, table, raw)
+        comparisons.append(Comparison(method, baseline, metric, direction, margin, str(table.get("paper", ""))))
+    return Claim(raw["id"], path, raw["paper"], raw["source"], raw["statement"], raw["paper_protocol"], raw["here"],
+                 tuple(comparisons))
+
+
+def load_suite(directory: str | Path) -> ClaimsSuite:
+    """``protocols.toml`` and every other ``*.toml`` of ``directory`` (claims, sorted by file name)."""
+    directory = Path(directory)
+    if not (directory / PROTOCOLS_FILE).is_file():
+        raise ClaimsError(f"{directory}: not a claims directory (no {PROTOCOLS_FILE}); give --claims DIR, "
+                          "e.g. configs/claims")
+    protocols = load_protocols(directory / PROTOCOLS_FILE)
+    claims = [load_claim(path, protocols) for path in sorted(directory.glob("*.toml")) if path.name != PROTOCOLS_FILE]
+    ids = [claim.id for claim in claims]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise ClaimsError(f"{directory}: claim id given twice: {', '.join(twice)}")
+    if not claims:
+        raise ClaimsError(f"{directory}: no claim files next to {PROTOCOLS_FILE}")
+    return ClaimsSuite(directory, protocols, tuple(claims))

@@ -1,0 +1,50 @@
+"""The claims' runs as one sweep: every protocol's needed methods x its seeds, sharing runs across claims.
+
+Each protocol is planned with :func:`fedhet.experiments.plan.plan_sweep` (its base file, one variant per
+method, its seeds) into ``OUT/<protocol>/``, and each run is named ``<protocol>__<method>__seed=<s>``
+(protocols may share a base file, and the sweep keys its runs by name, so names must be unique); the plans are merged into one :class:`SweepPlan` so that a
+single pool of jobs works through all of them (no core idles between protocols). A run that two claims
+read (one FedAvg baseline for several comparisons) is planned once. Finished runs are skipped and
+interrupted ones resumed by :func:`fedhet.experiments.sweep.run_sweep`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from fedhet.experiments.claims.definitions import PROTOCOLS_FILE, Claim, ClaimsError, ClaimsSuite
+from fedhet.experiments.grid import run_name
+from fedhet.experiments.plan import PlannedRun, SweepPlan, plan_sweep
+
+
+def protocol_dir(out_dir: str | Path, protocol: str) -> Path:
+    return Path(out_dir) / protocol
+
+
+def plan_protocol(suite: ClaimsSuite, protocol: str, methods: list[str], out_dir: str | Path, *,
+                  full: bool) -> SweepPlan:
+    """The sweep of ``methods`` x seeds of one protocol, into ``out_dir/<protocol>``."""
+    definition = suite.protocols[protocol]
+    variants = [definition.variant(method, full=full) for method in methods]
+    plan = plan_sweep(definition.base, variants=variants, seeds=definition.run_seeds(full=full),
+                      out_dir=protocol_dir(out_dir, protocol))
+    return dataclasses.replace(plan, base_name=protocol, runs=tuple(_renamed(run, protocol) for run in plan.runs))
+
+
+def _renamed(run: PlannedRun, protocol: str) -> PlannedRun:
+    """``run`` named after its protocol rather than its base file's ``run.name``."""
+    name = run_name(protocol, variant=run.label, seed=run.seed)
+    config = dataclasses.replace(run.config, run=dataclasses.replace(run.config.run, name=name))
+    return dataclasses.replace(run, name=name, run_dir=run.run_dir.parent / name, config=config)
+
+
+def plan_claims(suite: ClaimsSuite, claims: tuple[Claim, ...], out_dir: str | Path, *, full: bool) -> SweepPlan:
+    """One plan holding every run the ``claims`` need, protocol by protocol in the protocols file's order."""
+    runs = []
+    for protocol, methods in suite.needed_methods(claims).items():
+        runs.extend(plan_protocol(suite, protocol, methods, out_dir, full=full).runs)
+    names = [run.name for run in runs]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:    # cannot happen with unique protocol and method names; the sweep would confuse these runs
+        raise ClaimsError(f"two claims runs have the same name: {', '.join(twice)}")
+    return SweepPlan(suite.directory / PROTOCOLS_FILE, "claims", Path(out_dir), tuple(runs))
