@@ -198,29 +198,37 @@ def test_random_kills_of_run_resume_and_sweep_resume_bitwise(tmp_path):
         # The moments after the lock is taken: building the data, the rounds, the last writes.
         done[kind] = _run_chains(kind, sets, base, out, reference, window=1.5 * seconds + 0.3, rng=rng)
 
-    # sweeps of two runs in two worker processes; the sweep's own process is killed
-    out = tmp_path / "sweep"
-    plan = plan_sweep(base, seeds=[1, 2], out_dir=out)
+    # sweeps of two runs in two worker processes; the sweep's own process is killed. Chains as above:
+    # a resumed sweep has less left to do than the window, so it often finishes before its kill; a
+    # new chain (a new out dir) then starts from nothing until the planned kills are done.
+    plan = plan_sweep(base, seeds=[1, 2], out_dir=tmp_path / "sweep")
     references = {run.name: tmp_path / "reference" / run.name for run in plan.runs}
     seconds = sum(_timed_reference(run.config, references[run.name]) for run in plan.runs)
-    command = _cli("sweep", str(base), "--seeds", "1,2", "--out", str(out), "--jobs", "2")
-    out.mkdir()
-    kills = 0
-    for _attempt in range(30):
-        process = _start(command, tmp_path / "sweep.log")
-        if kills < KILLS["sweep"] and _run_or_kill(process, out, seconds + 2.0, rng):
-            kills += 1
-            _wait_until_free([run.run_dir for run in plan.runs])
-            continue
-        process.wait()
-        assert process.returncode == 0, f"sweep (seed {SEED}): {(tmp_path / 'sweep.log').read_text()[-3000:]}"
-        break
+    kills, chain = 0, 0
+    while kills < KILLS["sweep"] and chain < 12:
+        chain += 1
+        out = tmp_path / f"sweep{chain}"
+        command = _cli("sweep", str(base), "--seeds", "1,2", "--out", str(out), "--jobs", "2")
+        out.mkdir()
+        chain_kills = 0
+        while True:
+            process = _start(command, tmp_path / f"sweep{chain}.log")
+            if (kills < KILLS["sweep"] and chain_kills < KILLS_PER_CHAIN
+                    and _run_or_kill(process, out, seconds + 2.0, rng)):
+                kills += 1
+                chain_kills += 1
+                _wait_until_free([out / run.name for run in plan.runs])
+                continue
+            process.wait()
+            assert process.returncode == 0, f"sweep (seed {SEED}): {(tmp_path / f'sweep{chain}.log').read_text()[-3000:]}"
+            break
+        for run in plan.runs:
+            try:
+                assert_same_run(references[run.name], out / run.name)
+            except AssertionError as error:
+                raise AssertionError(f"sweep run {run.name} of chain {chain} differs from the uninterrupted run "
+                                     f"(seed {SEED})") from error
     done["sweep"] = kills
-    for run in plan.runs:
-        try:
-            assert_same_run(references[run.name], run.run_dir)
-        except AssertionError as error:
-            raise AssertionError(f"sweep run {run.name} differs from the uninterrupted run (seed {SEED})") from error
 
     assert done == KILLS, f"kills done {done}, planned {KILLS} (seed {SEED})"
     assert sum(done.values()) >= 20
