@@ -6,40 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from small_run import small_toml
+
 # A small, fast federation (as tests/engine/conftest.py): FedProx Synthetic(1,1), logistic regression, 12 clients.
-SMALL_TOML = """\
-[run]
-name = "tiny"
-rounds = 6
-eval_every = 2
-checkpoint_every = 2
-
-[data]
-name = "synthetic"
-num_devices = 12
-max_device_size = 120
-
-[partition]
-name = "natural"
-num_clients = 12
-
-[model]
-name = "logreg"
-
-[participation]
-name = "uniform"
-clients_per_round = 4
-
-[client]
-name = "sgd"
-learning_rate = 0.05
-batch_size = 16
-epochs = 1
-
-[server]
-name = "fedavg"
-learning_rate = 1.0
-"""
+SMALL_TOML = small_toml(name="tiny", rounds=6, eval_every=2, checkpoint_every=2)
 
 
 @pytest.fixture

@@ -10,42 +10,10 @@ import pytest
 
 from fedhet.cli import main
 from fedhet.experiments.claims.commands import report_command, run_command
+from small_run import small_toml
 
 # The experiments tests' tiny setting (conftest.SMALL_TOML): FedAvg on Synthetic(1,1), 12 clients, 6 rounds.
-TINY = """
-[run]
-name = "tiny"
-rounds = 6
-eval_every = 2
-checkpoint_every = 2
-backend = "sequential"
-
-[data]
-name = "synthetic"
-num_devices = 12
-max_device_size = 120
-
-[partition]
-name = "natural"
-num_clients = 12
-
-[model]
-name = "logreg"
-
-[participation]
-name = "uniform"
-clients_per_round = 4
-
-[client]
-name = "sgd"
-learning_rate = 0.05
-batch_size = 16
-epochs = 1
-
-[server]
-name = "fedavg"
-learning_rate = 1.0
-"""
+TINY = small_toml(name="tiny", rounds=6, eval_every=2, checkpoint_every=2, backend="sequential")
 
 PROTOCOLS = """
 [protocol.tiny]

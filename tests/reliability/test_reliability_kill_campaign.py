@@ -24,36 +24,10 @@ from fedhet.engine.rundir_lock import LOCK_NAME, DirectoryLock, RunDirectoryInUs
 from fedhet.engine.runner import run_experiment
 from fedhet.experiments.plan import plan_sweep
 from helpers_reliability import assert_same_run, subprocess_env
+from small_run import small_toml
 
 ROUNDS = 60
-TOML = f"""\
-[run]
-name = "campaign"
-rounds = {ROUNDS}
-eval_every = 1
-checkpoint_every = 4
-progress = false
-
-[data]
-name = "synthetic"
-num_devices = 12
-max_device_size = 120
-
-[partition]
-name = "natural"
-num_clients = 12
-
-[model]
-name = "logreg"
-
-[participation]
-name = "uniform"
-clients_per_round = 4
-
-[client]
-learning_rate = 0.05
-batch_size = 16
-"""
+TOML = small_toml(name="campaign", rounds=ROUNDS, eval_every=1, checkpoint_every=4, progress=False)
 # Memory-mapped per-client stores (SCAFFOLD's c_i): kills also land in store snapshots.
 MMAP = ["client.name=scaffold", "server.name=scaffold", "run.store_mmap=true"]
 KILLS = {"run+resume": 8, "run+resume, memory-mapped stores": 7, "sweep": 5}

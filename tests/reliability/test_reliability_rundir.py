@@ -20,7 +20,7 @@ from fedhet.experiments.plan import plan_sweep
 from fedhet.experiments.progress import DONE
 from fedhet.experiments.sweep import run_sweep
 from helpers_reliability import assert_same_run, fedhet_cli, subprocess_env, values
-from small_run import StopAfter
+from small_run import StopAfter, small_toml
 
 
 def _hold_lock(directory):
@@ -175,33 +175,7 @@ def test_overwrite_keeps_unrelated_files(small_config, tmp_path):
     assert not list((run_dir / "stores").glob("store-*.bin"))           # this run keeps no stores
 
 
-_TINY = """\
-[run]
-name = "tiny"
-rounds = 4
-eval_every = 1
-checkpoint_every = 2
-
-[data]
-name = "synthetic"
-num_devices = 12
-max_device_size = 120
-
-[partition]
-name = "natural"
-num_clients = 12
-
-[model]
-name = "logreg"
-
-[participation]
-name = "uniform"
-clients_per_round = 4
-
-[client]
-learning_rate = 0.05
-batch_size = 16
-"""
+_TINY = small_toml(name="tiny", rounds=4, eval_every=1, checkpoint_every=2)
 
 
 @pytest.mark.parametrize("overwrite", [False, True])
