@@ -36,6 +36,8 @@ def test_docs_site_builds_strict_with_the_generated_pages(tmp_path):
     engine = (site / "api" / "engine.html").read_text()
     assert "Run (or resume) an experiment and return its summary." in engine
     assert ":class:<code" not in engine
+    # The performance page is benchmarks/README.md itself.
+    assert "Workload W" in (site / "performance.html").read_text()
 
 
 @pytest.mark.slow
@@ -44,6 +46,7 @@ def test_a_broken_link_fails_the_strict_build(tmp_path):
     shutil.copytree(ROOT / "docs", project / "docs", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "mkdocs.yml", project / "mkdocs.yml")
     (project / "src").symlink_to(ROOT / "src")
+    (project / "benchmarks").symlink_to(ROOT / "benchmarks")
     with open(project / "docs" / "quickstart.md", "a") as page:
         page.write("\nSee [the missing page](no-such-page.md).\n")
     result = _mkdocs_build(project, tmp_path / "site")

@@ -1,0 +1,16 @@
+"""MkDocs hook: the repository's ``benchmarks/README.md`` (workloads, commands, every measured figure)
+published as the site's performance page, so the figures are written in one file only."""
+from __future__ import annotations
+
+from pathlib import Path
+
+PAGE = "performance.md"
+SOURCE = Path(__file__).resolve().parent.parent / "benchmarks" / "README.md"
+
+
+def on_files(files, config):
+    """MkDocs hook: add ``benchmarks/README.md`` as ``performance.md``."""
+    from mkdocs.structure.files import File
+
+    files.append(File.generated(config, PAGE, content=SOURCE.read_text(encoding="utf-8")))
+    return files
