@@ -11,7 +11,7 @@
 # claims table (both sides' mean ± std, the paired difference with its 95% interval, the verdict, where the
 # learning rates come from) and an HTML report with each claim's curves in runs/claims/report/.
 #
-#   bash scripts/claims.sh             CPU scale: about 20 minutes on a fresh 2-core machine, set-up included
+#   bash scripts/claims.sh             CPU scale: 14 minutes on a fresh 2-core machine, set-up included (docs/claims.md)
 #   bash scripts/claims.sh --full      the papers' lengths (rounds, local epochs, clients, seeds): days on a CPU
 #   bash scripts/claims.sh --only fedau-participation     one claim (ids: .venv/bin/fedhet claims list)
 #
