@@ -8,6 +8,7 @@ the round. See docs/tracking.md.
 """
 from __future__ import annotations
 
+import abc
 import contextlib
 import dataclasses
 import math
@@ -29,34 +30,39 @@ class TrackingContext:
     config_toml: str
 
 
-class Tracker:
+class Tracker(abc.ABC):
     """One external tool. ``start`` returns what must be saved to continue the same tracked run
     later (its run id, ...); on resume it receives that saved state back."""
 
     name = ""
 
+    @abc.abstractmethod
     def start(self, context: TrackingContext, saved: Optional[dict[str, Any]]) -> dict[str, Any]:
-        raise NotImplementedError
+        """Open a new tracked run, or reopen the one ``saved`` names; return what to save for a resume."""
 
     def last_logged_round(self) -> Optional[int]:
         """The last round the tool itself holds, when it can tell (None: trust the saved state)."""
         return None
 
+    @abc.abstractmethod
     def log_params(self, params: Mapping[str, Any]) -> None:
-        raise NotImplementedError
+        """Log the resolved config (flat dotted keys) as the run's hyperparameters."""
 
+    @abc.abstractmethod
     def log_rounds(self, records: list[dict[str, Any]]) -> None:
         """Log ``records`` (increasing rounds) and make them durable before returning."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def log_summary(self, summary: Mapping[str, Any], step: int) -> None:
-        raise NotImplementedError
+        """Log ``summary.json``'s values at ``step`` (the last round)."""
 
+    @abc.abstractmethod
     def log_files(self, paths: list[Path], run_dir: Path) -> None:
-        raise NotImplementedError
+        """Attach ``paths`` (plots, config, summary) as artifacts, named relative to ``run_dir``."""
 
+    @abc.abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Flush and end the tracked run in this process (a resume reopens it)."""
 
 
 def numeric_items(record: Mapping[str, Any]) -> dict[str, float]:
