@@ -15,7 +15,7 @@ Server (state ``h``, zero at first; ``w_i = x + delta_i``)::
 
 The regulariser's gradient ``-gradL_i + alpha (w - x)`` is added analytically to the minibatch
 gradient. (The released FedAWARE/FedLab FedDyn builds these terms from detached tensors, which gives
-them zero gradient and silently turns the method into plain SGD; ALGORITHMS.md section 2.)
+them zero gradient and silently turns the method into plain SGD; docs/algorithms.md section 3.)
 """
 from __future__ import annotations
 

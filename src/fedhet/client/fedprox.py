@@ -2,7 +2,7 @@
 
 Each client approximately minimises ``f_i(w) + (mu/2) ||w - x||^2`` with local SGD, so the step is
 ``w <- w - eta_l (grad f_i(w) + mu (w - x))``; the upload is the plain model delta ``w_K - x`` and
-the server is FedAvg's (ALGORITHMS.md section 4). FedProx has no server rule of its own, so it is
+the server is FedAvg's (docs/algorithms.md section 5). FedProx has no server rule of its own, so it is
 selected as ``client.name = "fedprox"`` with any server method.
 """
 from __future__ import annotations

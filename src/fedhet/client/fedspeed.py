@@ -25,7 +25,7 @@ Conventions, checked against the paper:
 - The prox term of line 11 is the gradient ``(1/lambda)(w - x)`` of ``(1/(2 lambda))||w - x||^2``
   and ``ghat_i`` enters with a minus sign; with equation (3) of the paper, ``ghat_i`` is an
   exponential average of past quasi-gradients, so ``-ghat_i`` cancels the pull of the prox term.
-- ``rho = rho0 / ||g1||`` makes the ascent step have length ``rho0`` (ALGORITHMS.md; the paper's
+- ``rho = rho0 / ||g1||`` makes the ascent step have length ``rho0`` (docs/algorithms.md section 6; the paper's
   Algorithm 1 writes ``rho g1`` and calls ``rho`` the ascent learning rate). The norm is guarded by
   1e-12, so a zero gradient gives no perturbation instead of NaN.
 - Clipping and weight decay act on ``gtilde`` as they act on the plain gradient of local SGD.
@@ -39,14 +39,14 @@ Conventions, checked against the paper:
   ``ghat_i`` stays 0 and ``lambda ghat_i`` is taken as 0, so ``xhat_i = w_K``. With also
   ``rho0 = 0`` and ``alpha = 0`` FedSpeed is exactly local SGD with an unweighted server mean.
 
-Paper defaults (Section 5 and Appendix B.3; ALGORITHMS.md "FedSpeed notes"): ``prox_weight`` 0.1
+Paper defaults (Section 5 and Appendix B.3; docs/algorithms.md section 6): ``prox_weight`` 0.1
 (lambda = 10), ``rho0`` 0.1 (= eta_l), ``alpha`` 0.9375; with eta_l 0.1, learning-rate decay
 0.9995, batch 50, 5 local epochs and weight decay 1e-3, which are ``[client]`` options shared by
 every solver (set them in the experiment file).
 
 Variants (``client.variant``):
 
-- ``"released-code"`` (default): the server rule of the authors' released code as ALGORITHMS.md section 4
+- ``"released-code"`` (default): the server rule of the authors' released code as docs/algorithms.md section 5
   describes it: the dual is kept as the running sum of each client's deltas and averaged over all
   ``N`` clients, i.e. FedDyn's server rule with ``alpha = 1/lambda``. Clients upload ``w_K - x`` and
   the server keeps ``h = (1/N) sum_{all i} ghat_i`` (stale rows for absent clients)::
@@ -64,7 +64,7 @@ Variants (``client.variant``):
 
 ``released-code`` is the default because it is the variant that reproduces the paper's reported
 behaviour under partial participation (stable, leading results at 10% and 2% participation);
-``paper`` is unstable there (docs/algorithms.md, "FedSpeed").
+``paper`` is unstable there (docs/algorithms.md section 6).
 """
 from __future__ import annotations
 

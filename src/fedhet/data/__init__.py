@@ -1,4 +1,4 @@
-"""Datasets as tensors, their on-disk formats, and partitioners (see DESIGN.md, "Data").
+"""Datasets as tensors, their on-disk formats, and partitioners (see docs/design.md, "Data").
 
 Importing :mod:`fedhet.data.datasets` and :mod:`fedhet.data.partition` registers the datasets
 ("fmnist", "mnist", "synthetic") and partitioners ("iid", "dirichlet", "shards", "natural").

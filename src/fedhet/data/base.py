@@ -2,7 +2,7 @@
 
 Loaders return a :class:`DatasetBundle`; the engine keeps ``inputs``/``targets`` resident on the
 compute device and forms minibatches by index gather, which is the cheapest way to feed many small
-clients (see DESIGN.md, "Performance model").
+clients (see docs/design.md, "Performance model").
 """
 from __future__ import annotations
 

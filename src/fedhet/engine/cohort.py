@@ -10,7 +10,7 @@ import torch
 class Cohort:
     """The uploads of one round's participating clients, row ``k`` for client ``client_ids[k]``.
 
-    ``deltas[k] = y_k - x`` (model delta, ALGORITHMS.md section 0); the pseudo-gradient is
+    ``deltas[k] = y_k - x`` (model delta, docs/algorithms.md section 1); the pseudo-gradient is
     ``g_k = -deltas[k]``. Solvers whose upload is not the plain model delta (FedSpeed's ``xhat``,
     FedADMM's dual-corrected change) put their effective delta here and say so. ``extras`` holds any
     other per-client uploads (e.g. SCAFFOLD's control-variate change), each with leading dim ``K``.

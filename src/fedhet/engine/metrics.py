@@ -6,7 +6,7 @@ FedAWARE (AISTATS 2025), Section 5: local update diversity
 
 (>= 1, equal to 1 when all updates coincide; large when they cancel). Also the largest and smallest
 client update norms and the client coherence: the sum of off-diagonal pairwise cosines of the
-round's updates (ALGORITHMS.md section 2).
+round's updates (docs/algorithms.md section 3).
 """
 from __future__ import annotations
 

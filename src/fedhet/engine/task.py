@@ -2,7 +2,7 @@
 
 The training set is reordered once so that each client's examples are one contiguous slice
 (``client_offsets[i]:client_offsets[i+1]``); a minibatch is an index gather from that slice. No
-per-client Dataset, DataLoader or model copy exists (DESIGN.md, "Performance model").
+per-client Dataset, DataLoader or model copy exists (docs/design.md, "Performance model").
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Server momentum and adaptive server optimisers: FedAvgM, FedAdagrad, FedAdam, FedYogi, FedAMS, FedAMSGrad.
 
 Each is "FedAvg aggregation + a server optimiser": ``G = sum_S p_i g_i`` (data-size weights), then
-the optimiser below turns ``G`` into the step ``u`` and ``x <- x - u`` (ALGORITHMS.md sections 0, 1).
+the optimiser below turns ``G`` into the step ``u`` and ``x <- x - u`` (docs/algorithms.md sections 1, 2).
 Rounds in which nobody trained apply no step and leave the optimiser state unchanged
 (:class:`~fedhet.server.base.ComposedServer`).
 

@@ -1,7 +1,7 @@
 """The AWARE extension: project any server method's step onto FedAWARE's direction.
 
 Zeng et al., "On the Power of Adaptive Weighted Aggregation in Heterogeneous Federated Learning and
-Beyond" (FedAWARE, AISTATS 2025), Proposition 3.1; ALGORITHMS.md section 2. For a method whose
+Beyond" (FedAWARE, AISTATS 2025), Proposition 3.1; docs/algorithms.md section 3. For a method whose
 server step is ``x <- x - eta_g dtilde`` (FedAvg, FedAvgM, FedProx, FedYogi, FedAdam, FedAMS, ...),
 keep FedAWARE's per-client momenta alongside, compute FedAWARE's ``d`` and step along
 

@@ -1,6 +1,6 @@
 """The aggregation and server-optimisation stages, and their composition into a server method.
 
-Conventions (ALGORITHMS.md section 0): clients upload ``delta_i = y_i - x``; the server works with
+Conventions (docs/algorithms.md section 1): clients upload ``delta_i = y_i - x``; the server works with
 pseudo-gradients ``g_i = -delta_i``. An **aggregator** turns a cohort into one pseudo-gradient ``G``;
 a **server optimiser** turns ``G`` into a step ``u``; the new model is ``x - u``. Both are immutable
 objects with explicit state (``init`` / ``aggregate`` / ``update`` take state and return new state),
@@ -109,7 +109,7 @@ class ServerOptions:
 
 
 def data_size_weights(cohort: Cohort) -> torch.Tensor:
-    """``p_i = n_i / sum_{j in S} n_j`` (ALGORITHMS.md section 0), on the deltas' device and in their
+    """``p_i = n_i / sum_{j in S} n_j`` (docs/algorithms.md section 1), on the deltas' device and in their
     dtype (the sizes are kept on the CPU; on a GPU run ``p @ deltas`` needs both on the GPU)."""
     sizes = cohort.num_examples.to(device=cohort.deltas.device, dtype=cohort.deltas.dtype)
     return sizes / sizes.sum()

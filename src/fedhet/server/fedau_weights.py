@@ -1,7 +1,7 @@
 """FedAU aggregation weights from each client's own participation history.
 
 FedAU (Wang & Ji, "A Lightweight Method for Tackling Unknown Participation Statistics in Federated
-Averaging", ICLR 2024), Algorithm 2, for client ``n`` with cutoff ``K`` (ALGORITHMS.md section 3)::
+Averaging", ICLR 2024), Algorithm 2, for client ``n`` with cutoff ``K`` (docs/algorithms.md section 4)::
 
     M_n <- 0;  S'_n <- 0;  omega_0 <- 1
     for t = 1, ..., T-1:
@@ -19,8 +19,8 @@ it uses rounds ``< t`` only (Algorithm 1 needs ``omega_t`` independent of round 
 participation). ``K = None`` means ``K = infinity`` (intervals are closed by participations only).
 The weight is defined for every client and round; the aggregation uses it for participants.
 
-Weight at a client's first participation (the ALGORITHMS.md note "first participation weight
-1"). It is 1 exactly when no interval was closed before that round:
+Weight at a client's first participation (docs/algorithms.md section 4, "first participation
+weight 1"). It is 1 exactly when no interval was closed before that round:
 
 - ``K = infinity``: always. Intervals close only the round after a participation, so for a first
   participation in round ``t0`` (``t0 = 0`` included) ``omega`` stays at ``omega_0 = 1`` through

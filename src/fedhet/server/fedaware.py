@@ -2,14 +2,14 @@
 
 Zeng et al., "On the Power of Adaptive Weighted Aggregation in Heterogeneous Federated Learning
 and Beyond" (AISTATS 2025), Algorithm 1, and Zeng et al., "Tackling Hybrid Heterogeneity on
-Federated Optimization via Gradient Diversity Maximization" (Algorithm 1 there); ALGORITHMS.md
-section 2. Per round ``t`` with participants ``S_t``::
+Federated Optimization via Gradient Diversity Maximization" (Algorithm 1 there); docs/algorithms.md
+section 3. Per round ``t`` with participants ``S_t``::
 
     m_i <- (1 - alpha) m_i + alpha g_i     for i in S_t;   m_i unchanged otherwise      (Eq. 3)
     lambda = argmin_{lambda in simplex} || sum_i lambda_i m_i ||^2                       (Eq. 2 / 8)
     d = sum_i lambda_i m_i;     x <- x - eta_g d                         (eta_g = 1 in the papers)
 
-with ``g_i = x - y_i`` (ALGORITHMS.md section 0) and ``m_i = 0`` before client ``i`` first trains.
+with ``g_i = x - y_i`` (docs/algorithms.md section 1) and ``m_i = 0`` before client ``i`` first trains.
 The earlier (hybrid-heterogeneity) paper writes ``alpha m + (1 - alpha) g``; fedhet uses the AISTATS
 form, in which ``alpha`` weights the new update (the two agree at ``alpha = 0.5``).
 
@@ -28,7 +28,7 @@ How fedhet computes it:
 - **Weights**: :func:`fedhet.server.min_norm.min_norm_weights` (Frank-Wolfe family with exact line
   search and a duality-gap stopping rule) on the clients *seen so far*. Clients never seen have no
   momentum (``m_i = 0`` would make the minimum norm zero and stop training), so they are left out
-  of the simplex, as ALGORITHMS.md prescribes; so is a seen client whose stored momentum is exactly
+  of the simplex, as docs/algorithms.md section 3 prescribes; so is a seen client whose stored momentum is exactly
   zero (it has no direction either). With no such client yet, there is no step.
 - **normalize** (default ``True``, the authors' released code, which produced the published
   numbers): every momentum is unit-normalised before the solve, i.e. the solver sees

@@ -1,7 +1,7 @@
 """FedMGDA+: multiple-gradient descent over this round's clients, with weights kept near ``p``.
 
 Hu, Wang, Gong, Yu, "FedMGDA+: Federated Learning meets Multi-objective Optimization" (IEEE TNSE
-2022); ALGORITHMS.md section 1. Each round, with ``ghat_i = g_i / ||g_i||`` for ``i in S_t``::
+2022); docs/algorithms.md section 2. Each round, with ``ghat_i = g_i / ||g_i||`` for ``i in S_t``::
 
     lambda = argmin || sum_{i in S} lambda_i ghat_i ||^2
              over { lambda : sum_i lambda_i = 1,  lambda_i >= 0,  |lambda_i - p_i| <= eps }

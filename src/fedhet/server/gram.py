@@ -1,6 +1,6 @@
 """The Gram matrix of FedAWARE's per-client momenta, kept incrementally.
 
-FedAWARE solves its min-norm problem on ``Q_ij = <m_i, m_j>`` (ALGORITHMS.md section 2). Only
+FedAWARE solves its min-norm problem on ``Q_ij = <m_i, m_j>`` (docs/algorithms.md section 3). Only
 the momenta of this round's clients change, so only their rows and columns of ``Q`` are
 recomputed: ``memory[S] @ memory.T``, ``O(|S| N d)`` per round instead of ``O(N^2 d)``.
 
@@ -104,7 +104,7 @@ def normalized_gram(gram: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
     """``D^-1/2 Q D^-1/2`` with ``D = diag(Q)``: the Gram matrix of the unit-normalised vectors.
 
     This is FedAWARE's ``normalize=True`` (the authors' code unit-normalises every momentum before
-    solving; ALGORITHMS.md section 2). A vector whose norm ``sqrt(Q_ii)`` is ``<= eps`` (default:
+    solving; docs/algorithms.md section 3). A vector whose norm ``sqrt(Q_ii)`` is ``<= eps`` (default:
     only exact zeros) has no direction: it gets a zero row and column (diagonal 0 too), never NaN.
     Note for callers: a zero vector is then the min-norm point of any hull containing it, so the
     solver puts all weight on it and the step is zero; leave such clients out (``submatrix``) if

@@ -1,6 +1,6 @@
 """Minimum-norm point of the convex hull of vectors, given their Gram matrix.
 
-FedAWARE's adaptive weights (AISTATS 2025, Eq. 2 / Eq. 8; ALGORITHMS.md section 2) are
+FedAWARE's adaptive weights (AISTATS 2025, Eq. 2 / Eq. 8; docs/algorithms.md section 3) are
 
     lambda = argmin_{lambda in simplex} || sum_i lambda_i m_i ||^2 = argmin_{w in simplex} w^T Q w,
 
@@ -46,7 +46,7 @@ apart from zero. The first test is the relative gap; the others end the search w
 is zero or at rounding level (e.g. a zero vector, or ``0`` in the convex hull), where a relative
 gap can never be reached. An all-zero ``Q`` has ``floor = 0`` and stops at iteration 0. The
 authors' released solver takes a fixed step of 0.999 near the optimum and therefore always runs
-to its cap; this one does not (ALGORITHMS.md section 2).
+to its cap; this one does not (docs/algorithms.md section 3).
 
 Numerics: float64 throughout on the CPU (the loop is O(N) scalar-driven work; a device round-trip
 per step would cost more than the arithmetic). The returned weights are float64 on ``gram``'s

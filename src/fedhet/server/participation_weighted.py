@@ -5,7 +5,7 @@ Averaging" (FedAU, ICLR 2024). Algorithm 1 (FedAvg with pluggable aggregation we
 
     x <- x + (eta_g / N) sum_{n in S} omega_n delta_n,     i.e.   G = (1/N) sum_{n in S} omega_n g_n,  x <- x - eta_g G
 
-with ``delta_n = y_n - x`` and ``g_n = -delta_n`` (ALGORITHMS.md sections 0 and 3). The weights:
+with ``delta_n = y_n - x`` and ``g_n = -delta_n`` (docs/algorithms.md sections 1 and 4). The weights:
 
 - ``fedau``: ``omega_n`` from client n's own participation history in rounds ``< t`` (Algorithm 2,
   :mod:`fedhet.server.fedau_weights`), with cutoff ``K``;
