@@ -31,7 +31,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -42,6 +41,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from machine import machine  # noqa: E402
 ROOT = HERE.parent
 FEDHET_PYTHON = ROOT / ".venv" / "bin" / "python"
 PEERS_PYTHON = HERE / ".venv-peers" / "bin" / "python"
@@ -249,18 +250,6 @@ def gpu_name() -> str:
         return result.stdout.strip().splitlines()[0] if result.returncode == 0 and result.stdout.strip() else "unknown GPU"
     except (OSError, subprocess.SubprocessError):
         return "unknown GPU"
-
-
-def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {len(os.sched_getaffinity(0))} usable CPUs, Python {platform.python_version()}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,7 +59,6 @@ import datetime
 import json
 import math
 import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -72,6 +71,7 @@ from torch import nn
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import workload as W  # noqa: E402
+from machine import machine  # noqa: E402
 
 FLOAT_BYTES = 4
 
@@ -249,18 +249,6 @@ def times_from_results(models: list[str]) -> list[dict]:
 
 # --- report -----------------------------------------------------------------------------------------
 
-def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {len(os.sched_getaffinity(0))} usable CPUs, torch {torch.__version__}, Python {platform.python_version()}"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="mlp,cnn")
@@ -300,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
                        achieved_gflops=c["flops"] / record["seconds_per_round"] / 1e9)
         rows.append(row)
 
-    meta = {"date": started.isoformat(timespec="seconds"), "machine": machine(), "command": command,
+    meta = {"date": started.isoformat(timespec="seconds"), "machine": machine(f"torch {torch.__version__}"), "command": command,
             "load_start": load_start, "load_end": " ".join(f"{v:.2f}" for v in os.getloadavg()),
             "times_from": "w-*.json (--from-results)" if args.from_results else "measured now, one run each"}
     text = markdown(meta, work, peaks, rows)
