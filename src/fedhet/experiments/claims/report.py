@@ -9,10 +9,9 @@ written atomically.
 """
 from __future__ import annotations
 
-import dataclasses
 from html import escape
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from fedhet.experiments.claims.definitions import ClaimsSuite, Side
 from fedhet.experiments.claims.evaluate import ClaimResult
@@ -26,15 +25,10 @@ from fedhet.experiments.plots import plot_curves
 from fedhet.experiments.runs import RunDirectoryError, collect_runs
 from fedhet.io import atomic_write_json, atomic_write_text
 
+if TYPE_CHECKING:
+    from fedhet.experiments.report import ReportFiles
+
 _VERDICT_COLOUR = {HOLDS: "#0a6b2b", NOT_REPRODUCED: "#a31515"}
-
-
-@dataclasses.dataclass(frozen=True)
-class ClaimsReportFiles:
-    markdown: Path
-    json: Path
-    html: Path
-    plots: tuple[Path, ...]
 
 
 def _sides(result: ClaimResult) -> list[tuple[Side, tuple]]:
@@ -134,9 +128,9 @@ def claims_html(suite: ClaimsSuite, results: Sequence[ClaimResult], plots: dict[
 
 
 def write_claims_report(suite: ClaimsSuite, results: Sequence[ClaimResult], out_dir: Path, report_dir: Path, *,
-                        full: bool, warnings: Sequence[str] = ()) -> ClaimsReportFiles:
+                        full: bool, warnings: Sequence[str] = ()) -> ReportFiles:
     """Write ``claims.md``, ``claims.json``, the plots and ``report.html`` (module docstring) into ``report_dir``."""
-    from fedhet.experiments.report import build_report, write_report
+    from fedhet.experiments.report import ReportFiles, build_report, write_report
 
     report_dir.mkdir(parents=True, exist_ok=True)
     plots = claim_plots(results, report_dir / "plots")
@@ -167,4 +161,5 @@ def write_claims_report(suite: ClaimsSuite, results: Sequence[ClaimResult], out_
     report = build_report([run for part in reports for run in part.runs], title=title, warnings=list(warnings))
     report.sections = [section for part in reports for section in part.sections]
     files = write_report(report, report_dir, intro_html=claims_html(suite, results, plots, full=full))
-    return ClaimsReportFiles(markdown_path, json_path, files.html, tuple(p for v in plots.values() for _c, p in v))
+    return ReportFiles(markdown=markdown_path, json=json_path, html=files.html,
+                       plots=tuple(p for v in plots.values() for _c, p in v))
