@@ -8,7 +8,7 @@ Public API::
 
     from fedhet import min_norm_weights, fedau_weights   # aggregation-weight functions
 """
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 from fedhet.config.schema import ExperimentConfig, load_config, resolve_config
 
 __version__ = "0.1.0"

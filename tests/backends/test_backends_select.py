@@ -4,7 +4,7 @@ import torch
 
 import fedhet.backends.select as select
 from backend_cases import make_task
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 from fedhet.config.schema import load_config
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.checkpoint import load_checkpoint

@@ -5,7 +5,7 @@ from fedhet.client.base import ClientOptions
 from fedhet.client.fedsam import FedSAMOptions
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
-from fedhet.registry import CLIENT_SOLVERS, SERVERS
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.base import ServerOptions
 
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from fedhet.config.options import ConfigError, build_options, option
+from fedhet.core.options import ConfigError, build_options, option
 from fedhet.config.schema import load_config
 
 

@@ -7,7 +7,7 @@ import torch
 
 from fedhet.data.errors import DatasetFileError
 from fedhet.data.femnist import load_femnist, read_leaf_json
-from fedhet.registry import DATASETS
+from fedhet.core.registry import DATASETS
 
 import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 

@@ -13,14 +13,14 @@ from typing import Any, Optional
 import torch
 
 import fedhet.components  # noqa: F401  (registers the components)
-from fedhet.config.options import build_options
+from fedhet.core.options import build_options
 from fedhet.engine import checkpoint
-from fedhet.engine.cohort import Cohort
+from fedhet.core.cohort import Cohort
 from fedhet.participation.base import ids_from_mask
 from fedhet.problems.least_squares import make_least_squares
-from fedhet.registry import CLIENT_SOLVERS, SERVERS
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.base import ServerContext
-from fedhet.store import ClientStore, StoreOptions
+from fedhet.core.store import ClientStore, StoreOptions
 
 
 def build_server(name: str, **values: Any):

@@ -4,7 +4,7 @@ global loss with step ``client.learning_rate``; it records ``train_loss`` every 
 from fedhet.client.base import ClientOptions
 from fedhet.engine.simulator import TrainingDivergedError
 from fedhet.problems.least_squares import full_batch_options
-from fedhet.registry import CLIENT_SOLVERS, SERVERS
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.base import ServerOptions
 from fedhet.tuning.trials import TrialRun
 

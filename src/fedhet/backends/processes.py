@@ -32,7 +32,7 @@ run with one thread, in float32 and float64):
   cannot change any number: each client's computation is independent of the others.
 - **Evaluation** (:meth:`ProcessPoolBackend.evaluate`): the test set's forward passes are split
   into contiguous runs, one per process (the last run is the parent's); the per-pass loss sums and
-  correct counts are added in pass order in the parent, exactly as :func:`fedhet.engine.task.evaluate` adds them, so the metrics are
+  correct counts are added in pass order in the parent, exactly as :func:`fedhet.core.task.evaluate` adds them, so the metrics are
   bitwise those of a one-thread evaluation in one process.
 - The arena is re-allocated (and the workers re-forked) only when a round needs more rows than it
   has (capacity doubles) or the solver's state layout changes.
@@ -57,8 +57,8 @@ import torch
 from fedhet.backends.base import RoundWork, client_plan, cohort_sizes
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import LocalSolver
-from fedhet.engine.cohort import Cohort
-from fedhet.engine.task import (FederatedTask, combine_passes, eval_pass_size, eval_passes, evaluate_passes)
+from fedhet.core.cohort import Cohort
+from fedhet.core.task import (FederatedTask, combine_passes, eval_pass_size, eval_passes, evaluate_passes)
 
 Layout = dict[str, tuple[tuple[int, ...], torch.dtype]]
 

@@ -25,7 +25,7 @@ from fedhet.backends.base import usable_cpus
 from fedhet.backends.processes import ProcessPoolBackend, fork_available
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.backends.vectorized import VectorizedBackend, unsupported_reason
-from fedhet.engine.task import FederatedTask
+from fedhet.core.task import FederatedTask
 
 BACKENDS = ("auto", "sequential", "vectorized", "processes")
 
@@ -43,7 +43,7 @@ def _solver_from(config: Any) -> Optional[Any]:
     """The run's local solver (for capability checks), or None without a config."""
     if config is None:
         return None
-    from fedhet.registry import CLIENT_SOLVERS
+    from fedhet.core.registry import CLIENT_SOLVERS
     return CLIENT_SOLVERS.get(config.client.name, key="client.name").factory(config.client.options)
 
 

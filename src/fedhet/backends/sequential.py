@@ -1,7 +1,7 @@
 """The reference backend: clients one after another, in place on one flat parameter buffer.
 
 The model's parameters are bound as views of one flat vector ``w`` and their gradients as views of
-one flat buffer ``g`` (:func:`fedhet.params.bind_flat`), so each local step is: gather a batch,
+one flat buffer ``g`` (:func:`fedhet.core.params.bind_flat`), so each local step is: gather a batch,
 forward, backward straight into ``g``, and one fused update of ``w``. Starting a client is one copy
 ``w <- x``. This is as close to a hand-written PyTorch loop as a framework can be.
 """
@@ -12,9 +12,9 @@ import torch
 from fedhet.backends.base import (RoundWork, augmentation_generator, client_batches, client_plan, cohort_sizes,
                                   on_device, seed_dropout, slice_states, stack_states)
 from fedhet.client.base import LocalSolver
-from fedhet.engine.cohort import Cohort
-from fedhet.engine.task import FederatedTask
-from fedhet.params import bind_flat
+from fedhet.core.cohort import Cohort
+from fedhet.core.task import FederatedTask
+from fedhet.core.params import bind_flat
 
 
 class SequentialBackend:

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from fedhet.config.client_eval import check_client_eval
-from fedhet.config.options import ConfigError, OverrideText, build_options, option, options_to_dict
-from fedhet.registry import (ALGORITHMS, CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS,
-                             SERVERS, Registry)
+from fedhet.core.options import ConfigError, OverrideText, build_options, option, options_to_dict
+from fedhet.core.registry import (ALGORITHMS, CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS,
+                                  SERVERS, Registry)
+from fedhet.names import check_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,8 +89,6 @@ class RunOptions:
         check_tracking_options(self, section)
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device):
             raise ConfigError(f"{section}.device", self.device, "allowed: auto, cpu, cuda, cuda:N, mps")
-        from fedhet.names import check_name  # here, not at the top: fedhet.names imports this package
-
         check_name(f"{section}.name", self.name)
 
 

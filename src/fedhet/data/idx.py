@@ -30,7 +30,7 @@ import torch
 
 from fedhet.data.errors import DatasetFileError
 from fedhet.errors import FedhetError
-from fedhet.io import atomic_write_bytes
+from fedhet.core.io import atomic_write_bytes
 
 # Type code -> big-endian NumPy dtype, as listed in the format description above.
 IDX_DTYPES: dict[int, np.dtype] = {

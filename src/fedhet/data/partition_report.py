@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from fedhet.io import atomic_savefig, atomic_write_text
+from fedhet.core.io import atomic_savefig, atomic_write_text
 
 
 def label_counts(partition: Sequence[torch.Tensor], targets: torch.Tensor, num_classes: int) -> torch.Tensor:

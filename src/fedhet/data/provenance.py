@@ -19,7 +19,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, Optional
 
-from fedhet.data.base import DatasetBundle
+from fedhet.core.dataset import DatasetBundle
 
 DATA_FILES_NAME = "data_files.json"
 _CHUNK = 1 << 20

@@ -1,6 +1,6 @@
 """Tensor transforms for image batches: load-time normalisation and per-batch training augmentation.
 
-Augmentations follow the :data:`fedhet.data.base.BatchTransform` signature
+Augmentations follow the :data:`fedhet.core.dataset.BatchTransform` signature
 ``(inputs [B, C, H, W], generator) -> inputs [B, C, H, W]``: every random draw comes from the
 explicit ``torch.Generator`` the engine passes (seeded per client, round and step), so a run is
 repeatable. Each augmentation is vectorised over the batch (index arithmetic, no Python loop over
@@ -20,7 +20,7 @@ from typing import Sequence
 
 import torch
 
-from fedhet.data.base import BatchTransform
+from fedhet.core.dataset import BatchTransform
 
 
 def normalize_uint8_images(images: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:

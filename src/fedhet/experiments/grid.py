@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 from fedhet.config.schema import SECTIONS, parse_override, read_toml_file
 from fedhet.errors import FedhetError
 

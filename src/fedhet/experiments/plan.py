@@ -24,7 +24,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 from fedhet.config.schema import ExperimentConfig, apply_overrides, load_config, parse_override, resolve_config
 from fedhet.engine.checkpoint import has_checkpoint
 from fedhet.experiments.grid import GridAxis, SweepError, Variant, run_name, setting_name

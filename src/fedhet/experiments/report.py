@@ -28,7 +28,7 @@ from fedhet.experiments.runs import RunData, RunDirectoryError
 from fedhet.experiments.stats import (METRICS, Stat, TargetStat, describe, describe_rounds, run_metrics,
                                       run_rounds_to_target)
 from fedhet.experiments.tables import STD_NOTE
-from fedhet.io import atomic_write_json, atomic_write_text
+from fedhet.core.io import atomic_write_json, atomic_write_text
 
 # The common-setting keys a reader wants first, in this order (the rest are in report.json / HTML details).
 HEADLINE_KEYS = ("data.name", "model.name", "partition.name", "partition.num_clients", "partition.alpha",

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 from fedhet.config.schema import ExperimentConfig, load_config
 from fedhet.engine.callbacks import scan_metrics
 from fedhet.errors import FedhetError

@@ -33,7 +33,7 @@ from fedhet.experiments.plan import (FINISHED, NEW, RESUME, SWEEP_FILE, SWEEP_RU
 from fedhet.experiments.progress import DONE, FAILED, RUNNING, SKIPPED, SweepProgress
 from fedhet.experiments.lifetime import die_with_parent
 from fedhet.experiments.worker import LOG_FILE, execute_run
-from fedhet.io import atomic_write_json
+from fedhet.core.io import atomic_write_json
 
 
 @dataclasses.dataclass

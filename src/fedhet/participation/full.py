@@ -8,7 +8,7 @@ import torch
 
 from fedhet.participation.base import ParticipationContext, ParticipationProcess
 from fedhet.participation.warmup import WarmupOptions, with_warmup
-from fedhet.registry import PARTICIPATION
+from fedhet.core.registry import PARTICIPATION
 
 
 @dataclasses.dataclass(frozen=True)

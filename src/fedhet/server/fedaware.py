@@ -15,7 +15,7 @@ form, in which ``alpha`` weights the new update (the two agree at ``alpha = 0.5`
 
 How fedhet computes it:
 
-- **Momenta** live in a :class:`~fedhet.store.ClientStore` made with
+- **Momenta** live in a :class:`~fedhet.core.store.ClientStore` made with
   ``context.make_store(store_name, subset=...)``: the run's storage dtype (float32, bfloat16,
   float16), device and memory mapping, checkpointed with the run. The update is computed in the
   run's compute dtype and rounded once when stored; everything downstream (Gram matrix, ``d``)
@@ -72,13 +72,13 @@ from typing import Any, Optional
 
 import torch
 
-from fedhet.config.options import ConfigError, option
-from fedhet.engine.cohort import Cohort
-from fedhet.registry import SERVERS, register_algorithm
+from fedhet.core.options import ConfigError, option
+from fedhet.core.cohort import Cohort
+from fedhet.core.registry import SERVERS, register_algorithm
 from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD, compose, data_size_weights
 from fedhet.server.gram import gram_update, normalized_gram, submatrix
 from fedhet.server.min_norm import min_norm_weights
-from fedhet.store import ClientStore
+from fedhet.core.store import ClientStore
 
 # Upcast at most this many bytes of momenta at a time when forming d (bounded memory for any N d).
 _BLOCK_BYTES = 64 << 20

@@ -29,8 +29,8 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from fedhet.io import atomic_write_json
-from fedhet.seeding import derive_seed
+from fedhet.core.io import atomic_write_json
+from fedhet.core.seeding import derive_seed
 from fedhet.tuning.criteria import Criterion, select_best
 from fedhet.tuning.errors import TuneError
 from fedhet.tuning.results import COMPLETE, FAILED, PRUNED, TrialRecord, format_table, write_results

@@ -13,7 +13,7 @@ import io
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 from fedhet.config.schema import ExperimentConfig
 from fedhet.engine.callbacks import Callback, read_metrics
 from fedhet.tuning.errors import TuneError

@@ -23,7 +23,7 @@ from fedhet.experiments.claims.verdict import HOLDS, NOT_REPRODUCED
 from fedhet.experiments.grouping import Group
 from fedhet.experiments.plots import plot_curves
 from fedhet.experiments.runs import RunDirectoryError, collect_runs
-from fedhet.io import atomic_write_json, atomic_write_text
+from fedhet.core.io import atomic_write_json, atomic_write_text
 
 if TYPE_CHECKING:
     from fedhet.experiments.report import ReportFiles

@@ -14,7 +14,7 @@ import dataclasses
 import difflib
 from typing import Any, Callable
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)

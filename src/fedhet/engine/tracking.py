@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from fedhet.engine.callbacks import Callback, checkpoint_due
-from fedhet.io import atomic_write_json
+from fedhet.core.io import atomic_write_json
 from fedhet.tracking.base import Tracker, TrackingContext, flat_params
 from fedhet.tracking.names import check_trackers_installed
 

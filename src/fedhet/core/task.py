@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedhet.data.base import BatchTransform, TensorDataset
-from fedhet.params import ParamSpec
+from fedhet.core.dataset import BatchTransform, TensorDataset
+from fedhet.core.params import ParamSpec
 
 
 @dataclasses.dataclass
