@@ -8,7 +8,8 @@ processes keep every core busy with no synchronisation between them.
 Why the parent computes too: with ``P`` usable cores, ``P - 1`` workers are forked and the parent
 takes a share itself, so exactly ``P`` processes compete for ``P`` cores. With ``P`` forked workers
 and a waiting parent, every request woke a worker that preempted the parent before it had sent the
-next request (about 1 ms per message on 2 cores), and the parent needed a core back to collect.
+next request (benchmarks/README.md, "Threads", has the cost), and the parent needed a core back to
+collect.
 
 Design (the numbers are bitwise those of :class:`~fedhet.backends.sequential.SequentialBackend`
 run with one thread, in float32 and float64):
@@ -181,8 +182,8 @@ def train_claimed(task: FederatedTask, solver: LocalSolver, arena: dict[str, tor
                   order: list[int], client_ids: list[int]) -> tuple[list[int], list[int], list[float], dict]:
     """Claim cohort positions from ``order`` through the arena's shared counter (under ``lock``) and
     train each, until every position is claimed. Returns ``(positions, steps, losses, extras)`` of
-    the clients this process trained; lists travel back to the parent cheaply (pickling a tensor
-    costs ~0.2 ms, a short list microseconds; float64 losses survive exactly)."""
+    the clients this process trained; lists travel back to the parent cheaply (a short list pickles
+    far faster than a tensor; float64 losses survive exactly)."""
     counter = arena["claimed"]
     positions: list[int] = []
     steps: list[int] = []

@@ -12,7 +12,7 @@
 3. otherwise ``sequential`` (one core, or a model so small that the messages would dominate).
 
 The vectorised backend is never picked on a CPU: with one thread a vmap over clients is no faster
-than the loop (1.26x slower on the FedAvg MLP, measured here), and with several threads the worker
+than the loop (benchmarks/README.md has the measurement), and with several threads the worker
 processes use the cores with no synchronisation at all. Every backend gives the sequential
 backend's numbers (bitwise for ``processes``; to rounding for ``vectorized``), so the choice
 changes only the speed.
@@ -30,8 +30,8 @@ from fedhet.core.task import FederatedTask
 BACKENDS = ("auto", "sequential", "vectorized", "processes")
 
 # Below this many parameter-example products per local step (d x B; the FedAvg MLP with B = 32 has
-# 6.4e6), one step takes well under a millisecond on a CPU and the per-round messages to worker
-# processes (tens to hundreds of microseconds) would eat the gain.
+# 6.4e6), a step is so short that the per-round messages to worker processes would eat the gain
+# (benchmarks/README.md, "Results", has the measured rounds).
 PROCESS_MIN_STEP_WORK = 1_000_000
 
 

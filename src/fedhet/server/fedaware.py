@@ -173,8 +173,8 @@ class MomentumDirection:
         updates = store.project(cohort.pseudo_gradients)          # a fresh [K, d] (g = -delta)
         previous = store.read(ids, device=updates.device).to(updates.dtype)   # a fresh copy
         # (1 - alpha) m + alpha g, rounded exactly as the out-of-place expression but computed in
-        # place on the two fresh copies: each new [K, d] temporary cost ~0.2 s of page faults at
-        # K = 100, d = 1e6 (the step took 2.8 s more than its Gram update and solve).
+        # place on the two fresh copies: every new [K, d] temporary is fresh memory to fault in, which
+        # dominated the step at K = 100, d = 1e6 (figures: benchmarks/README.md, "Server side").
         store.write(ids, previous.mul_(1.0 - alpha).add_(updates.mul_(alpha)))
         # All changed rows in one block, so the table is streamed once per round (the block
         # products are memory-bound); at least gram.py's default block budget otherwise.
@@ -182,7 +182,7 @@ class MomentumDirection:
         if store.storage_dtype == accumulate:
             # No upcast copies are needed: blocks of whole rows are views of the table, so products
             # are [|S|, d] x [d, 256] matrix multiplies (compute-bound) instead of many thin,
-            # memory-bound ones (2.0 s -> 0.8 s at N = 1000, d = 1e6 on one CPU thread).
+            # memory-bound ones (benchmarks/README.md, "Server side", has the measured step).
             rows_per_block, cols_per_block = max(ids.numel(), _GRAM_WIDE_ROWS), max(store.dim, 1)
         else:
             rows_per_block = max(ids.numel(), _GRAM_BLOCK_VALUES // max(store.dim, 1), 1)
