@@ -26,11 +26,11 @@ from pathlib import Path
 import torch
 
 from fedhet.config.schema import load_config
+from fedhet.core.io import atomic_write_json
+from fedhet.core.task import evaluate
 from fedhet.engine.client_eval import (client_accuracies, client_accuracy_statistics, holdout_eval_set,
                                        train_eval_set)
 from fedhet.engine.runner import build_federation, configure_threads
-from fedhet.core.task import evaluate
-from fedhet.core.io import atomic_write_json
 
 
 def timed(function, repeats: int) -> list[float]:

@@ -12,8 +12,8 @@ import torch
 
 import fedhet.components  # noqa: F401  (registers the components)
 from fedhet.core.options import build_options
-from fedhet.problems.least_squares import full_batch_options, make_least_squares
 from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
+from fedhet.problems.least_squares import full_batch_options, make_least_squares
 from fedhet.server.base import ServerOptions
 
 ROUNDS, STEPS, LEARNING_RATE = 40, 10, 0.05

@@ -10,8 +10,8 @@ import torch
 
 import fedhet.components  # noqa: F401  (registers the solvers)
 from fedhet.core.options import build_options
-from fedhet.problems.least_squares import make_least_squares
 from fedhet.core.registry import CLIENT_SOLVERS
+from fedhet.problems.least_squares import make_least_squares
 
 DIM = 3
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from fedhet.config.schema import load_config
+from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.runner import resume_run, run_experiment
-from fedhet.core.store import ClientStore, StoreOptions
 from small_run import SMALL as ENGINE_SMALL
 from small_run import StopAfter
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fedhet.core.options import ConfigError
 from fedhet.config.schema import COMPONENT_SECTIONS, load_config
+from fedhet.core.options import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"

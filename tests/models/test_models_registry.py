@@ -6,8 +6,8 @@ import torch
 
 import fedhet.models  # noqa: F401  (registers the models)
 from fedhet.core.options import ConfigError
-from fedhet.models import build_model, count_parameters
 from fedhet.core.registry import MODELS
+from fedhet.models import build_model, count_parameters
 
 
 def test_every_model_is_registered():

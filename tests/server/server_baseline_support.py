@@ -16,14 +16,14 @@ from typing import Any, Optional
 import torch
 
 import fedhet.components  # noqa: F401  (registers the components)
-from fedhet.core.options import build_options
-from fedhet.engine import checkpoint
 from fedhet.core.cohort import Cohort
+from fedhet.core.options import build_options
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
+from fedhet.core.store import ClientStore, StoreOptions
+from fedhet.engine import checkpoint
 from fedhet.participation.base import ids_from_mask
 from fedhet.problems.least_squares import make_least_squares
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.base import ServerContext
-from fedhet.core.store import ClientStore, StoreOptions
 
 
 def build_server(name: str, **values: Any):

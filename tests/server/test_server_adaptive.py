@@ -7,8 +7,8 @@ sequence and compared with ``torch.optim`` fed the same sequence as ``.grad``.
 import pytest
 import torch
 
-from fedhet.core.options import ConfigError
 from fedhet.core.cohort import Cohort
+from fedhet.core.options import ConfigError
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.server.adaptive import AdaptiveOptions, AMSOptions
 

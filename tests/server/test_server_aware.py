@@ -6,14 +6,14 @@ import torch
 
 import fedhet.components  # noqa: F401  (registers the servers)
 from fedhet.client.base import ClientOptions
-from fedhet.core.options import ConfigError, build_options
 from fedhet.core.cohort import Cohort
+from fedhet.core.options import ConfigError, build_options
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
+from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.participation.uniform import UniformOptions, UniformParticipation
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.aware import AwareProjection, project_onto
 from fedhet.server.base import ServerContext, ServerOptions, ServerSGD, WeightedAverage, compose
-from fedhet.core.store import ClientStore, StoreOptions
 
 from server_baseline_support import exact_min_norm, fedaware_direction
 

@@ -8,8 +8,8 @@ import pytest
 import fedhet.components  # noqa: F401
 from fedhet.cli import main
 from fedhet.core.dataset import TensorDataset
-from fedhet.engine import runner as engine_runner
 from fedhet.core.registry import DATASETS
+from fedhet.engine import runner as engine_runner
 
 SMALL_TOML = """\
 [run]

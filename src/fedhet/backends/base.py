@@ -17,8 +17,8 @@ import torch
 from fedhet.client.base import ClientOptions, LocalSolver
 from fedhet.client.schedule import LocalPlan, batch_indices, plan_local_work
 from fedhet.core.cohort import Cohort
-from fedhet.core.task import FederatedTask
 from fedhet.core.seeding import derive_seed, torch_generator
+from fedhet.core.task import FederatedTask
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,8 +13,8 @@ from fedhet.backends.base import (RoundWork, augmentation_generator, client_batc
                                   on_device, seed_dropout, slice_states, stack_states)
 from fedhet.client.base import LocalSolver
 from fedhet.core.cohort import Cohort
-from fedhet.core.task import FederatedTask
 from fedhet.core.params import bind_flat
+from fedhet.core.task import FederatedTask
 
 
 class SequentialBackend:

@@ -20,8 +20,8 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from fedhet.core.options import ConfigError, option
 from fedhet.core.dataset import DatasetBundle
+from fedhet.core.options import ConfigError, option
 from fedhet.core.registry import PARTITIONERS
 from fedhet.core.seeding import numpy_generator
 

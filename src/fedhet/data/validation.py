@@ -21,8 +21,8 @@ from typing import Optional
 
 import torch
 
-from fedhet.core.options import option
 from fedhet.core.dataset import DatasetBundle, TensorDataset
+from fedhet.core.options import option
 from fedhet.core.seeding import torch_generator
 
 

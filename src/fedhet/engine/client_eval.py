@@ -22,8 +22,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from fedhet.engine.summary import CLIENT_RECORD_KEYS as STAT_KEYS
 from fedhet.core.task import FederatedTask, eval_pass_size, eval_passes, parameters_bound_to
+from fedhet.engine.summary import CLIENT_RECORD_KEYS as STAT_KEYS
 from fedhet.errors import FedhetError
 
 TAIL_FRACTION = 0.1

@@ -15,8 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
-from fedhet.experiments.grouping import Group
 from fedhet.core.io import atomic_savefig
+from fedhet.experiments.grouping import Group
 
 CURVES = {
     "test_accuracy": ("test accuracy", "test accuracy"),

@@ -30,8 +30,8 @@ from typing import Any, Sequence
 from torch import nn
 
 from fedhet.core.options import build_options
-from fedhet.models import cnn, cnn5, fedau_cnn, logreg, mlp, neox, resnet_gn  # noqa: F401  (registration)
 from fedhet.core.registry import MODELS
+from fedhet.models import cnn, cnn5, fedau_cnn, logreg, mlp, neox, resnet_gn  # noqa: F401  (registration)
 
 __all__ = ["build_model", "count_parameters"]
 

@@ -40,8 +40,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedhet.core.options import ConfigError, option
-from fedhet.models.shapes import check_num_classes, check_spatial, image_shape
 from fedhet.core.registry import MODELS
+from fedhet.models.shapes import check_num_classes, check_spatial, image_shape
 
 # variant -> (hidden widths of the fully connected layers, dropout probability); see the table above.
 FEDAU_VARIANTS = MappingProxyType({

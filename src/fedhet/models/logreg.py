@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 from fedhet.core.options import option
-from fedhet.models.shapes import check_num_classes, flat_features
 from fedhet.core.registry import MODELS
+from fedhet.models.shapes import check_num_classes, flat_features
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedhet.core.options import ConfigError, option
-from fedhet.models.shapes import check_num_classes, flat_features
 from fedhet.core.registry import MODELS
+from fedhet.models.shapes import check_num_classes, flat_features
 
 
 @dataclasses.dataclass(frozen=True)

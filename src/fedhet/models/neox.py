@@ -43,8 +43,8 @@ import torch
 from torch import nn
 
 from fedhet.core.options import ConfigError, option
-from fedhet.models.shapes import check_num_classes
 from fedhet.core.registry import MODELS
+from fedhet.models.shapes import check_num_classes
 
 INSTALL_HINT = "pip install fedhet[nlp]"
 

@@ -33,8 +33,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedhet.core.options import ConfigError, option
-from fedhet.models.shapes import check_num_classes, image_shape
 from fedhet.core.registry import MODELS
+from fedhet.models.shapes import check_num_classes, image_shape
 
 STAGE_WIDTHS = (64, 128, 256, 512)
 BLOCKS_PER_STAGE = (2, 2, 2, 2)

@@ -31,10 +31,10 @@ import torch
 from torch import nn
 
 from fedhet.core.dataset import TensorDataset
-from fedhet.engine.simulator import Simulator
-from fedhet.core.task import FederatedTask, build_task
 from fedhet.core.seeding import torch_generator
 from fedhet.core.store import StoreOptions
+from fedhet.core.task import FederatedTask, build_task
+from fedhet.engine.simulator import Simulator
 
 
 def squared_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

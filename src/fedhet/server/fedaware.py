@@ -72,13 +72,13 @@ from typing import Any, Optional
 
 import torch
 
-from fedhet.core.options import ConfigError, option
 from fedhet.core.cohort import Cohort
+from fedhet.core.options import ConfigError, option
 from fedhet.core.registry import SERVERS, register_algorithm
+from fedhet.core.store import ClientStore
 from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD, compose, data_size_weights
 from fedhet.server.gram import gram_update, normalized_gram, submatrix
 from fedhet.server.min_norm import min_norm_weights
-from fedhet.core.store import ClientStore
 
 # Upcast at most this many bytes of momenta at a time when forming d (bounded memory for any N d).
 _BLOCK_BYTES = 64 << 20

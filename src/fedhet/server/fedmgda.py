@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedhet.core.options import option
 from fedhet.core.cohort import Cohort
+from fedhet.core.options import option
 from fedhet.core.registry import SERVERS
 from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD, compose
 from fedhet.server.fedaware import weight_entropy

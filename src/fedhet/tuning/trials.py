@@ -13,9 +13,9 @@ import io
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
+from fedhet.config.schema import ExperimentConfig
 from fedhet.core.options import ConfigError
 from fedhet.core.seeding import derive_seed
-from fedhet.config.schema import ExperimentConfig
 from fedhet.engine.callbacks import Callback, read_metrics
 from fedhet.tuning.errors import TuneError
 
