@@ -12,8 +12,8 @@ A *unit* is a subpackage of fedhet (``fedhet.engine``) or a top-level module (``
 1. a unit imports only units of its own layer or of a lower one (no upward import);
 2. in a layer marked independent (the stages), a unit imports no other unit of that layer;
 3. no cycle between units;
-4. no cycle between the modules of one package (``fedhet.experiments`` included), except the
-   cycles listed in ``KNOWN_MODULE_CYCLES``.
+4. no cycle between the modules of one unit (``fedhet.experiments`` and its ``claims`` included),
+   except the cycles listed in ``KNOWN_MODULE_CYCLES``.
 """
 from __future__ import annotations
 
@@ -87,11 +87,9 @@ MODULES: dict[str, Path] = {_module_name(p): p for p in sorted((SRC / "fedhet").
 
 
 def _unit(module: str) -> str:
+    """``fedhet.engine.runner`` -> ``fedhet.engine``; ``fedhet.errors`` -> itself; ``fedhet`` -> itself."""
     parts = module.split(".")
-    if len(parts) == 1:
-        return "fedhet"
-    head = ".".join(parts[:2])
-    return head
+    return ".".join(parts[:2])
 
 
 def _layer_of(unit: str) -> int:
@@ -232,14 +230,11 @@ def test_no_cycle_between_packages():
         " <-> ".join(c) + "\n" + _cycle_lines(c, EDGES, _unit) for c in cycles)
 
 
-def _package(module: str) -> str:
-    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
-
-
 def _module_cycles() -> list[tuple[str, ...]]:
+    """Cycles between the modules of one unit (its subpackages included, e.g. experiments.claims)."""
     graph: dict[str, set[str]] = {}
     for edge in EDGES:
-        if edge.imported in MODULES and _package(edge.importer) == _package(edge.imported):
+        if edge.imported in MODULES and _unit(edge.importer) == _unit(edge.imported):
             graph.setdefault(edge.importer, set()).add(edge.imported)
     return _cycles(graph)
 
