@@ -29,6 +29,7 @@ from fedhet.core.options import ConfigError, OverrideText, build_options, option
 from fedhet.core.registry import (ALGORITHMS, CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS,
                                   SERVERS, Registry)
 from fedhet.names import check_name
+from fedhet.tracking.names import check_tracking_options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,8 +85,6 @@ class RunOptions:
                                         "data.client_test_fraction) or 'train' (the client's training data)")
 
     def validate(self, section: str) -> None:
-        from fedhet.tracking.names import check_tracking_options
-
         check_tracking_options(self, section)
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device):
             raise ConfigError(f"{section}.device", self.device, "allowed: auto, cpu, cuda, cuda:N, mps")
