@@ -11,6 +11,7 @@ import torch
 
 from fedhet.backends.base import (RoundWork, augmentation_generator, client_batches, client_plan, cohort_sizes,
                                   on_device, seed_dropout, slice_states, stack_states)
+from fedhet.backends.mlp_grad import mlp_gradient
 from fedhet.client.base import LocalSolver
 from fedhet.engine.cohort import Cohort
 from fedhet.engine.task import FederatedTask
@@ -28,6 +29,9 @@ class SequentialBackend:
         g = torch.zeros_like(w)
         bind_flat(model, spec, w, g)
         model.train()
+        # The MLP's gradient without autograd, bitwise autograd's (fedhet.backends.mlp_grad); None
+        # for every other model or loss.
+        fused = mlp_gradient(task, w, g)
 
         deltas = torch.empty(num_clients, spec.dim, dtype=task.dtype, device=task.device)
         steps = torch.empty(num_clients, dtype=torch.int64)
@@ -58,6 +62,8 @@ class SequentialBackend:
 
                 def grad_fn(point: torch.Tensor, inputs=inputs, targets=targets):
                     # The returned gradient is the shared buffer g: valid until the next call.
+                    if fused is not None:
+                        return fused(point, inputs, targets), g
                     saved = None
                     if point is not w:
                         saved = w.clone()
