@@ -16,8 +16,13 @@ gradient are bitwise those of ``loss_fn(model(inputs), targets).backward()``:
   on its output); no gradient for the inputs.
 
 The gradients are written with ``out=`` straight into the flat gradient buffer's views, so the
-buffer needs no zeroing. ``tests/backends/test_mlp_grad.py`` checks the bitwise equality against
-autograd. Any other model or loss takes the autograd path (:func:`mlp_gradient` returns None).
+buffer needs no zeroing. One difference that is not a difference in value: where a gradient entry
+is ``-0.0`` (a dead ReLU unit times a negative input), autograd's accumulation into the zeroed
+buffer gives ``+0.0`` and this class keeps ``-0.0``; the update ``w - eta * g`` is the same number
+either way (it differs only in the sign of a weight that is exactly zero).
+``tests/backends/test_mlp_grad.py`` checks the equality against autograd (``torch.equal``), also
+over whole rounds of every solver. Any other model or loss takes the autograd path
+(:func:`mlp_gradient` returns None).
 """
 from __future__ import annotations
 
