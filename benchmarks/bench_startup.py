@@ -9,13 +9,14 @@ also runs a one-step ``torch.optim.SGD`` warm-up before its clock (torch's lazy 
 which fedhet never triggers: it builds no torch optimiser); the table gives the floor with and
 without it, and fedhet's excess over the floor without it (the strict comparison of issue 17).
 Medians over repeats; the machine is shared, so the spread is printed too. Each implementation is
-first launched once untimed (page cache, bytecode caches). Bytecode: see ``--no-bytecode``.
+first launched once untimed (page cache, bytecode caches; ``PYTHONDONTWRITEBYTECODE`` is removed from
+the children's environment, see ``run_one``).
 
 Usage (from the repository root):
 
     .venv/bin/python benchmarks/bench_startup.py [--models mlp] [--repeats 7] [--rounds 2]
         [--impls floor,fedhet-sequential,fedhet-sequential@before] [--sources before=/path/to/old/src]
-        [--no-bytecode] [--out benchmarks/results]
+        [--out benchmarks/results]
 
 Writes ``startup-<timestamp>.json`` (every run) and ``startup-<timestamp>.md``.
 """
@@ -37,8 +38,7 @@ from bench_w import command_for  # noqa: E402
 from machine import machine  # noqa: E402
 
 
-def run_one(impl: str, model: str, rounds: int, timeout: float, sources: dict[str, str],
-            bytecode: bool = True) -> dict:
+def run_one(impl: str, model: str, rounds: int, timeout: float, sources: dict[str, str]) -> dict:
     """One launch. ``impl`` may name a fedhet source tree: ``fedhet-sequential@before`` runs
     ``impl_fedhet.py`` with ``PYTHONPATH`` = ``sources["before"]`` (to compare two versions in one
     alternating session)."""
@@ -46,11 +46,10 @@ def run_one(impl: str, model: str, rounds: int, timeout: float, sources: dict[st
     command, env = command_for(base, model, rounds)
     if variant:
         env["PYTHONPATH"] = sources[variant]
-    if bytecode:
-        # As after `pip install`, which compiles every module: a Python told not to write bytecode
-        # (PYTHONDONTWRITEBYTECODE, set in some sandboxes) compiles fedhet's ~100 modules at every
-        # start, which is not fedhet's start-up.
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # As after `pip install`, which compiles every module: a Python told not to write bytecode
+    # (PYTHONDONTWRITEBYTECODE, set in some sandboxes) compiles fedhet's ~100 modules at every
+    # start (about 0.1 CPU s here), which is not fedhet's start-up.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["FEDHET_BENCH_LAUNCH"] = repr(time.time())
     launched = time.perf_counter()
     result = subprocess.run(command, cwd=HERE, env=env, capture_output=True, text=True, timeout=timeout)
@@ -122,8 +121,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--sources", default="", help="NAME=DIR,...: fedhet source trees; an implementation "
                         "IMPL@NAME runs with PYTHONPATH=DIR")
-    parser.add_argument("--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE if set (each "
-                        "start then compiles fedhet's modules)")
     args = parser.parse_args(argv)
     models, impls = args.models.split(","), args.impls.split(",")
     sources = dict(item.split("=", 1) for item in args.sources.split(",") if item)
@@ -134,12 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     for model in models:
         for impl in impls:
             # Untimed: fills the page cache and the bytecode caches.
-            run_one(impl, model, 1, args.timeout, sources, not args.no_bytecode)
+            run_one(impl, model, 1, args.timeout, sources)
     for repeat in range(args.repeats):
         order = impls[repeat % len(impls):] + impls[:repeat % len(impls)]
         for model in models:
             for impl in order:
-                record = run_one(impl, model, args.rounds, args.timeout, sources, not args.no_bytecode)
+                record = run_one(impl, model, args.rounds, args.timeout, sources)
                 record["repeat"] = repeat
                 runs.append(record)
                 print(f"repeat {repeat} {model} {impl}: start-up {record.get('startup_seconds', float('nan')):.3f} s, "
