@@ -26,6 +26,7 @@ from fedhet.seeding import derive_seed  # noqa: E402
 
 NUM_EXAMPLES = 1200
 LABELS = np.random.default_rng(7).integers(0, 10, NUM_EXAMPLES)
+DISTRIBUTION = np.random.default_rng(3).lognormal(0.0, 1.0, (10, 2))     # [labels, partitions * 2 / labels]
 
 
 @pytest.fixture(autouse=True)
@@ -94,6 +95,13 @@ CASES = {
                lambda: flwr_partitioner.SquarePartitioner(num_partitions=4)),
     "exponential": (["partition.partitioner=ExponentialPartitioner", "partition.num_clients=4"],
                     lambda: flwr_partitioner.ExponentialPartitioner(num_partitions=4)),
+    # distribution_array is typed as an array only: fedhet turns the TOML list into one.
+    "distribution": (["partition.partitioner=DistributionPartitioner", "partition.num_clients=10",
+                      f"partition.args={{distribution_array = {DISTRIBUTION.tolist()}, "
+                      "num_unique_labels_per_partition = 2, preassigned_num_samples_per_label = 5}"],
+                     lambda: flwr_partitioner.DistributionPartitioner(
+                         distribution_array=DISTRIBUTION, num_partitions=10, num_unique_labels_per_partition=2,
+                         partition_by="label", preassigned_num_samples_per_label=5, seed=42)),
     "continuous": (["partition.partitioner=ContinuousPartitioner", "partition.num_clients=5",
                     "partition.args={strictness = 0.5}"],
                    lambda: flwr_partitioner.ContinuousPartitioner(num_partitions=5, partition_by="label",
