@@ -20,6 +20,7 @@ class Stopwatch(Callback):
     checkpoint); the end-of-run plots and summary files come after and are not counted."""
 
     def on_run_start(self, run):
+        self.startup, self.startup_cpu = W.startup_seconds(), W.startup_cpu_seconds()
         self.started = time.perf_counter()
 
     def on_round_end(self, run, record):
@@ -43,7 +44,8 @@ def main(model_name: str, backend: str, rounds: int, device: str = "cpu") -> Non
         summary = run_experiment(config, callbacks=[stopwatch], log=notes.append)
     W.emit({"wall_seconds": stopwatch.wall, "rounds": rounds, "final_accuracy": summary["final_accuracy"],
             "final_loss": summary.get("final_loss"), "backend": summary.get("backend"),
-            "notes": [n for n in notes if n.startswith("backend")]})
+            "notes": [n for n in notes if n.startswith("backend")], "startup_seconds": stopwatch.startup,
+            "startup_cpu_seconds": stopwatch.startup_cpu})
 
 
 if __name__ == "__main__":

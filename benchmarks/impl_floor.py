@@ -23,7 +23,10 @@ def main(model_name: str, rounds: int, device_name: str = "cpu") -> None:
     model = W.make_model(model_name).to(device)
     global_state = {k: v.clone() for k, v in model.state_dict().items()}
     generator = torch.Generator().manual_seed(W.SEED)
+    warm_up_started, warm_up_cpu_started = time.perf_counter(), time.process_time()
     W.warm_up_torch()
+    warm_up, warm_up_cpu = time.perf_counter() - warm_up_started, time.process_time() - warm_up_cpu_started
+    startup, startup_cpu = W.startup_seconds(), W.startup_cpu_seconds()
     started = time.perf_counter()
     for round_index in range(rounds):
         clients = W.sample_clients(round_index)
@@ -46,7 +49,9 @@ def main(model_name: str, rounds: int, device_name: str = "cpu") -> None:
         model.load_state_dict(global_state)
         loss, accuracy = W.evaluate(model, test_x, test_y)
     wall = time.perf_counter() - started
-    W.emit({"wall_seconds": wall, "rounds": rounds, "final_accuracy": accuracy, "final_loss": loss})
+    W.emit({"wall_seconds": wall, "rounds": rounds, "final_accuracy": accuracy, "final_loss": loss,
+            "startup_seconds": startup, "startup_cpu_seconds": startup_cpu, "warm_up_seconds": warm_up,
+            "warm_up_cpu_seconds": warm_up_cpu})
 
 
 if __name__ == "__main__":

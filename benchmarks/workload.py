@@ -17,6 +17,7 @@ import gzip
 import json
 import os
 import struct
+import time
 from pathlib import Path
 
 import numpy as np
@@ -138,6 +139,20 @@ def warm_up_torch() -> None:
     optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
     layer(torch.zeros(1, 2)).sum().backward()
     optimizer.step()
+
+
+def startup_seconds() -> float | None:
+    """Seconds since the launching benchmark started this process (it sets ``FEDHET_BENCH_LAUNCH``
+    to its ``time.time()`` just before the launch; benchmarks/bench_startup.py), else None. Called
+    just before round 1, it is the process's start-up: interpreter, imports, data, partition, model."""
+    launched = os.environ.get("FEDHET_BENCH_LAUNCH")
+    return time.time() - float(launched) if launched else None
+
+
+def startup_cpu_seconds() -> float:
+    """CPU seconds (user + system, all threads) this process has used so far: the start-up's cost
+    measured in a way a busy machine disturbs less than wall time."""
+    return time.process_time()
 
 
 def emit(result: dict) -> None:

@@ -6,6 +6,7 @@ Adding a component = one module plus one line here.
 import fedhet.data.datasets  # noqa: F401  (data.name)
 import fedhet.data.paper_datasets  # noqa: F401
 import fedhet.data.partition  # noqa: F401  (partition.name)
+import fedhet.data.flower_partition  # noqa: F401  (partition.name = "flwr": Flower Datasets partitioners)
 import fedhet.models  # noqa: F401  (model.name)
 import fedhet.participation.uniform  # noqa: F401  (participation.name)
 import fedhet.participation.bernoulli  # noqa: F401

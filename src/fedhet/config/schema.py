@@ -247,6 +247,10 @@ def _toml_value(value: Any) -> str:
         return _toml_string(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        # An inline table; keys that are not bare TOML keys are quoted.
+        return "{" + ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', k) else _toml_string(k)} = {_toml_value(v)}"
+                               for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {value!r} to TOML")
 
 

@@ -65,6 +65,8 @@ def _type_name(tp: Any) -> str:
     if origin in (list, tuple):
         args = typing.get_args(tp)
         return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict or tp is dict:
+        return "table"
     return getattr(tp, "__name__", str(tp))
 
 
@@ -112,6 +114,12 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         return tuple(items)
     if tp is Any:
         return value
+    if origin is dict or tp is dict:
+        # A TOML table of plain values (e.g. a third-party class's keyword arguments); its keys
+        # are checked by the owning dataclass's validate().
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise ConfigError(key, value, "expected a table (section.key = {name = value, ...})")
+        return dict(value)
     if tp is type(None):
         if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
             return None
@@ -184,7 +192,9 @@ def build_options(cls: type, values: Mapping[str, Any], *, section: str) -> Any:
             hint = f" (did you mean {section}.{close[0]}?)" if close else ""
             raise ConfigError(full, value, f"unknown key{hint}; allowed keys: " + ", ".join(sorted(fields)))
         coerced = _coerce(full, value, hints[key])
-        if coerced is not None and not isinstance(coerced, tuple):
+        if isinstance(coerced, dict):
+            pass
+        elif coerced is not None and not isinstance(coerced, tuple):
             _check_range(full, coerced, fields[key].metadata)
         elif isinstance(coerced, tuple):
             for index, item in enumerate(coerced):
@@ -205,7 +215,7 @@ def options_to_dict(instance: Any) -> dict[str, Any]:
     out = {}
     for f in dataclasses.fields(instance):
         value = getattr(instance, f.name)
-        out[f.name] = list(value) if isinstance(value, tuple) else value
+        out[f.name] = list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, dict) else value
     return out
 
 

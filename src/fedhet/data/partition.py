@@ -6,7 +6,7 @@ and (except where stated) covering every example. All randomness comes from
 fixes the partition.
 
 Registered in :data:`fedhet.core.registry.PARTITIONERS` as "iid", "dirichlet", "client-dirichlet",
-"shards" and "natural".
+"shards" and "natural" ("flwr", Flower Datasets' partitioners, is :mod:`fedhet.data.flower_partition`).
 A registry factory is called as ``factory(options, *, targets, num_classes, seed, natural)`` where
 ``seed`` is the partition seed the engine resolved (``options.seed`` when set, else derived from
 ``run.seed``) and ``natural`` is the dataset's own client split (``DatasetBundle.client_indices``)

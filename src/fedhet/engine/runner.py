@@ -253,12 +253,20 @@ def _default_callbacks(config: ExperimentConfig, run_dir: Path) -> list[Callback
     return callbacks
 
 
-def _write_run_artifacts(handle: RunHandle) -> None:
-    """Partition report and heat map (written once, at the start)."""
-    from fedhet.data.partition_report import plot_label_heatmap, write_label_report
+def _write_partition_report(handle: RunHandle) -> None:
+    """``partition.csv``, the per-client label counts (written once, at the start of a new run)."""
+    from fedhet.data.partition_report import write_label_report
+
+    write_label_report(handle.federation.label_counts, handle.run_dir / "partition.csv")
+
+
+def _write_partition_plot(handle: RunHandle) -> None:
+    """``partition.png``, the heat map of ``partition.csv``. Drawn after the rounds, beside the
+    participation plots: importing matplotlib and drawing took about 1 s, which delayed round 1
+    (issue 17); the counts do not change during a run, so the picture is the same."""
+    from fedhet.data.partition_report import plot_label_heatmap
 
     counts = handle.federation.label_counts
-    write_label_report(counts, handle.run_dir / "partition.csv")
     plot_label_heatmap(counts, handle.run_dir / "partition.png",
                        title=f"{handle.config.data.name}: {handle.config.partition.name} over {len(counts)} clients")
 
@@ -292,7 +300,8 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
     own files of any earlier run there, and nothing else (:mod:`fedhet.engine.rundir`). A resumed
     run refuses a configuration that differs from its checkpoint's (:mod:`fedhet.engine.fingerprint`).
     Writes ``config.toml``, ``metrics.jsonl``, ``summary.json``, ``checkpoint.pt``,
-    ``partition.csv/png``, ``participation.pt/png`` there, each atomically.
+    ``partition.csv/png``, ``participation.pt/png`` there, each atomically; the plots (``.png``)
+    after the last round, so that no plotting delays round 1.
     """
     log = _messages(log)
     check_trackers_installed(config.run.trackers)   # a missing tracker package stops before any work
@@ -340,7 +349,7 @@ def _run_locked(config: ExperimentConfig, run_dir: Path, *, resume: bool, overwr
         atomic_write_text(run_dir / "config.toml", config_to_toml(config))
         write_data_files(run_dir, config, federation.bundle)
         rewrite_metrics(metrics_path, [])
-        _write_run_artifacts(handle)
+        _write_partition_report(handle)
         # A round-0 checkpoint: a run killed before its first periodic checkpoint still resumes.
         handle.save_checkpoint()
     # Trackers after the checkpoint callback: a round reaches them once a checkpoint covers it.
@@ -368,6 +377,7 @@ def _run_locked(config: ExperimentConfig, run_dir: Path, *, resume: bool, overwr
                     f"{config.client.name}+{config.server.name}", "backend": handle.backend.name,
                     "device": str(device), "stopped_early": stop})
     atomic_write_json(run_dir / "summary.json", summary)
+    _write_partition_plot(handle)
     _write_participation(handle)
     for callback in all_callbacks:
         callback.on_run_end(handle, summary)
