@@ -1,0 +1,84 @@
+"""An in-process Flower ``Grid``: the ServerApp's messages handed straight to ClientApps in this process.
+
+It runs the same code paths as a deployment above the transport: Flower's ``ServerApp`` and
+``ClientApp`` objects (their ``__call__``, handler dispatch by message type, ``Message``/``RecordDict``
+replies and ``Context.state``), fedhet's ``main``/``train``/``query`` handlers and serialisation. What it
+leaves out is the SuperLink, the SuperNodes' processes and the network; a real deployment is
+:mod:`fedhet.flower.deploy`. Used by the tests (many methods in seconds) and notebooks.
+
+``drop(node_id)`` disconnects a node: it leaves ``get_node_ids`` and messages to it get no reply, as a
+SuperNode that died.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Optional
+from uuid import uuid4
+
+from flwr.app import Context, Message, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.common.constant import SUPERLINK_NODE_ID
+from flwr.serverapp import Grid, ServerApp
+from flwr.supercore.task_identity import TaskIdentity
+
+
+class LocalGrid(Grid):
+    """Nodes ``1..M``, node ``m`` with ``node_configs[m - 1]``, each with its own ``Context.state``."""
+
+    def __init__(self, client_app: ClientApp, node_configs: list[dict[str, Any]], run_config: dict[str, Any],
+                 run_id: int = 1):
+        self.client_app = client_app
+        self.run_config = dict(run_config)
+        self.run_id = run_id
+        self.contexts = {m + 1: Context(run_id=run_id, node_id=m + 1, node_config=dict(config),
+                                        state=RecordDict(), run_config=dict(run_config))
+                         for m, config in enumerate(node_configs)}
+        self.dropped: set[int] = set()
+        # Messages take their run and source from the process's task identity, which Flower's
+        # runtime sets in a deployment's ServerApp process (flwr.supercore.task_identity).
+        TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, run_id, SUPERLINK_NODE_ID
+        self.sent: list[tuple[int, str]] = []          # (node, message type) of every delivered message
+
+    def drop(self, node_id: int) -> None:
+        self.dropped.add(node_id)
+
+    # --- Grid ---------------------------------------------------------------------------------------
+    def set_run(self, run_id: int) -> None:
+        self.run_id = run_id
+
+    @property
+    def run(self) -> Any:
+        return self.run_id
+
+    def create_message(self, content: RecordDict, message_type: str, dst_node_id: int, group_id: str,
+                       ttl: Optional[float] = None) -> Message:
+        return Message(content, dst_node_id=dst_node_id, message_type=message_type, ttl=ttl, group_id=group_id)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return [node for node in self.contexts if node not in self.dropped]
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        raise NotImplementedError("LocalGrid delivers messages with send_and_receive only")
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        raise NotImplementedError("LocalGrid delivers messages with send_and_receive only")
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: Optional[float] = None) -> Iterable[Message]:
+        replies = []
+        for message in messages:
+            node_id = message.metadata.dst_node_id
+            if node_id in self.dropped or node_id not in self.contexts:
+                continue
+            message.metadata.__dict__["_message_id"] = str(uuid4())
+            message.metadata.__dict__["_run_id"] = self.run_id
+            self.sent.append((node_id, message.metadata.message_type))
+            replies.append(self.client_app(message, self.contexts[node_id]))
+        return replies
+
+
+def run_local(server_app: ServerApp, grid: LocalGrid) -> None:
+    """Run ``server_app``'s main on ``grid`` (the run config is the grid's)."""
+    context = Context(run_id=grid.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=grid.run_config)
+    started = time.perf_counter()
+    server_app(grid, context)
+    grid.elapsed = time.perf_counter() - started
