@@ -37,6 +37,7 @@ class LocalGrid(Grid):
         # Messages take their run and source from the process's task identity, which Flower's
         # runtime sets in a deployment's ServerApp process (flwr.supercore.task_identity).
         TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, run_id, SUPERLINK_NODE_ID
+        self.replies: dict[str, Message] = {}
         self.sent: list[tuple[int, str]] = []          # (node, message type) of every delivered message
 
     def drop(self, node_id: int) -> None:
@@ -58,22 +59,25 @@ class LocalGrid(Grid):
         return [node for node in self.contexts if node not in self.dropped]
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        raise NotImplementedError("LocalGrid delivers messages with send_and_receive only")
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        raise NotImplementedError("LocalGrid delivers messages with send_and_receive only")
-
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: Optional[float] = None) -> Iterable[Message]:
-        replies = []
+        """Deliver each message to its node's ClientApp now; its reply waits for :meth:`pull_messages`.
+        A message to a dropped node gets an id and never a reply."""
+        ids = []
         for message in messages:
             node_id = message.metadata.dst_node_id
+            message_id = str(uuid4())
+            message.metadata.__dict__["_message_id"] = message_id
+            ids.append(message_id)
             if node_id in self.dropped or node_id not in self.contexts:
                 continue
-            message.metadata.__dict__["_message_id"] = str(uuid4())
-            message.metadata.__dict__["_run_id"] = self.run_id
             self.sent.append((node_id, message.metadata.message_type))
-            replies.append(self.client_app(message, self.contexts[node_id]))
-        return replies
+            self.replies[message_id] = self.client_app(message, self.contexts[node_id])
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return [self.replies.pop(message_id) for message_id in list(message_ids) if message_id in self.replies]
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: Optional[float] = None) -> Iterable[Message]:
+        return self.pull_messages(self.push_messages(messages))
 
 
 def run_local(server_app: ServerApp, grid: LocalGrid) -> None:
