@@ -7,7 +7,8 @@ leaves out is the SuperLink, the SuperNodes' processes and the network; a real d
 :mod:`fedhet.flower.deploy`. Used by the tests (many methods in seconds) and notebooks.
 
 ``drop(node_id)`` disconnects a node: it leaves ``get_node_ids`` and messages to it get no reply, as a
-SuperNode that died.
+SuperNode that died. A ClientApp that raises gets an error reply, as on a SuperNode
+(``flwr.supernode.runtime.run_clientapp``).
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from uuid import uuid4
 
 from flwr.app import Context, Message, RecordDict
 from flwr.clientapp import ClientApp
-from flwr.common.constant import SUPERLINK_NODE_ID
+from flwr.app import Error
+from flwr.common.constant import SUPERLINK_NODE_ID, ErrorCode
 from flwr.serverapp import Grid, ServerApp
 from flwr.supercore.task_identity import TaskIdentity
 
@@ -70,7 +72,12 @@ class LocalGrid(Grid):
             if node_id in self.dropped or node_id not in self.contexts:
                 continue
             self.sent.append((node_id, message.metadata.message_type))
-            self.replies[message_id] = self.client_app(message, self.contexts[node_id])
+            try:
+                reply = self.client_app(message, self.contexts[node_id])
+            except Exception as error:  # noqa: BLE001  (what a SuperNode does with a ClientApp's exception)
+                reply = Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
+                                      reason=f"{type(error)}:<'{error}'>"), reply_to=message)
+            self.replies[message_id] = reply
         return ids
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
