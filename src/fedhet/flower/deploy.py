@@ -57,30 +57,40 @@ class Loopback:
     superlink: subprocess.Popen
     supernodes: list[subprocess.Popen]
     env: dict[str, str]
+    apps: list[subprocess.Popen] = dataclasses.field(default_factory=list)   # flwr run processes
 
     @property
     def flwr_home(self) -> Path:
         return self.workdir / "flwr-home"
 
-    def run_app(self, app_dir: str | Path, timeout: float) -> subprocess.CompletedProcess:
-        """``flwr run APP loopback --stream``: submit the app and follow it until the run ends."""
+    def start_app(self, app_dir: str | Path) -> subprocess.Popen:
+        """Start ``flwr run APP loopback --stream`` (submit the app and follow it until the run ends); its
+        output goes to ``workdir/flwr-run.log``. The caller waits for it (:meth:`wait_app`)."""
+        with open(self.workdir / "flwr-run.log", "w") as out:
+            process = subprocess.Popen([flower_command("flwr"), "run", str(app_dir), "loopback", "--stream"],
+                                       stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+        self.apps.append(process)
+        return process
+
+    def wait_app(self, process: subprocess.Popen, timeout: float) -> None:
         log = self.workdir / "flwr-run.log"
-        with open(log, "w") as out:
-            try:
-                done = subprocess.run([flower_command("flwr"), "run", str(app_dir), "loopback", "--stream"],
-                                      stdout=out, stderr=subprocess.STDOUT, env=self.env, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                raise LoopbackError(f"flwr run did not finish within {timeout:g} s; see {log}") from None
-        if done.returncode != 0:
-            raise LoopbackError(f"flwr run exited with status {done.returncode}; see {log}")
-        return done
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop(process)
+            raise LoopbackError(f"flwr run did not finish within {timeout:g} s; see {log}") from None
+        if process.returncode != 0:
+            raise LoopbackError(f"flwr run exited with status {process.returncode}; see {log}")
+
+    def run_app(self, app_dir: str | Path, timeout: float) -> None:
+        self.wait_app(self.start_app(app_dir), timeout)
 
     def kill_supernode(self, index: int) -> None:
         """Kill SuperNode ``index`` (SIGKILL, with its SuperExec and ClientApp processes): a node dying."""
         _signal_group(self.supernodes[index], signal.SIGKILL)
 
     def stop(self) -> None:
-        for process in [*self.supernodes, self.superlink]:
+        for process in [*self.apps, *self.supernodes, self.superlink]:
             _stop(process)
 
     def __enter__(self) -> "Loopback":
