@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -44,11 +45,21 @@ def test_loopback_script_reproduces_fedhet_run(tmp_path):
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("max parameter difference: "), done.stdout
     assert float(last.split(": ")[1]) <= 1e-9
-    # The trap stopped the SuperLink and SuperNodes: no process of this deployment is left.
-    work = next(tmp_path.glob("fedhet-flower-loopback.*"))
+    # The trap stopped the SuperLink and SuperNodes, whose ids the script printed.
+    line = next(text for text in done.stderr.splitlines() if text.startswith("flower_loopback: SuperLink"))
+    pids = [int(pid) for pid in re.findall(r"\d+", line.split("(pid")[1].split("logs in")[0])]
+    assert len(pids) == 3
     time.sleep(1)
-    leftovers = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, text=True).stdout.split()
-    assert leftovers == []
+    assert [pid for pid in pids if _running(pid)] == []
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie awaiting its parent's wait is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
 
 
 def test_killed_supernode_mid_run_the_run_completes(tmp_path):
