@@ -69,7 +69,7 @@ def test_killed_supernode_mid_run_the_run_completes(tmp_path):
     config = small_config(["server.name=fedau", "participation.name=bernoulli", "participation.ratio=0.7"],
                           rounds=3)
     result_dir = tmp_path / "result"
-    settings = AppSettings(config_text=build.config_text(config), min_nodes=2, round_timeout=15.0,
+    settings = AppSettings(config_text=build.config_text(config), min_nodes=2, round_timeout=30.0,
                            result_dir=str(result_dir))
     app_dir = write_app(tmp_path / "app", settings)
     nodes = ["partition-id=0 num-partitions=2", "partition-id=1 num-partitions=2"]

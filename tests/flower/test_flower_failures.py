@@ -98,3 +98,28 @@ def test_a_round_with_no_replies_leaves_the_model(tmp_path):
     initial = build.build_federation(config).task
     assert torch.equal(result.params, initial.spec.flatten(initial.model).to(result.params.dtype))
     assert [r["num_participants"] for r in result.records] == [0, 0, 0]
+
+
+def _query_fails_on(node: int):
+    def app(message, context):
+        if context.node_id == node and message.metadata.message_type == "query":
+            raise RuntimeError("no data here")
+        return client_app(message, context)
+    return app
+
+
+def test_a_node_failing_the_query_takes_no_part():
+    from fedhet.flower.backend import DeploymentError
+
+    config = small_config(["participation.name=full"], rounds=2)
+    settings = AppSettings(config_text=build.config_text(config), round_timeout=0.5)
+    # The config's process may sample any client: node 2's clients, hosted by nobody now, stop the run.
+    with pytest.raises(DeploymentError, match=r"clients \[1, 3, 5\] \(3 in all\) are hosted by no"):
+        run_server(LocalGrid(_query_fails_on(2), two_nodes(), settings.to_run_config()), settings)
+    # participation = "nodes": the run goes on with node 1's clients only.
+    settings = AppSettings(config_text=build.config_text(config), round_timeout=0.5, participation="nodes")
+    grid = LocalGrid(_query_fails_on(2), two_nodes(), settings.to_run_config())
+    result = run_server(grid, settings)
+    assert list(result.hosts) == [1]
+    assert result.participation.nonzero()[:, 1].unique().tolist() == [0, 2, 4]
+    assert ("2", "train") not in {(str(node), kind) for node, kind in grid.sent}

@@ -65,13 +65,17 @@ def discover_nodes(grid: Any, *, min_nodes: int, connect_timeout: float, num_cli
                                   f"the run config asks for min-nodes = {min_nodes}")
         time.sleep(0.5)
         node_ids = list(grid.get_node_ids())
-    queries = [Message(RecordDict(), dst_node_id=node_id, message_type="query") for node_id in node_ids]
+    queries = [Message(RecordDict(), dst_node_id=node_id, message_type="query", ttl=query_timeout)
+               for node_id in node_ids]
     hosts: dict[int, list[int]] = {}
     owner: dict[int, int] = {}
     for reply in exchange(grid, queries, query_timeout):
         node_id = reply.metadata.src_node_id
         if reply.has_error():
-            raise DeploymentError(f"SuperNode {node_id} could not start fedhet's ClientApp: {reply.error.reason}")
+            # Left out of the run (its clients count as hosted by nobody), as a node that did not answer.
+            logger.warning("SuperNode %d answered the query with an error; it takes no part in this run: %s",
+                           node_id, reply.error.reason)
+            continue
         ids, node_clients, node_fingerprint = hosted_from_content(reply.content)
         if node_fingerprint != fingerprint or node_clients != num_clients:
             raise DeploymentError(f"SuperNode {node_id} built its federation from a different fedhet config "
@@ -128,7 +132,9 @@ class FlowerBackend:
             request = TrainRequest(round_index=work.round_index, client_ids=ids, params=work.params,
                                    broadcast=work.broadcast, learning_rate=work.learning_rate,
                                    fingerprint=self.fingerprint)
-            messages.append(Message(request.to_content(), dst_node_id=node_id, message_type="train"))
+            # TTL = the round's timeout: a node that comes back later never trains a stale round.
+            messages.append(Message(request.to_content(), dst_node_id=node_id, message_type="train",
+                                    ttl=self.round_timeout))
         uploads: list[Upload] = []
         answered: set[int] = set()
         if messages:

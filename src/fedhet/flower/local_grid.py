@@ -12,13 +12,11 @@ SuperNode that died. A ClientApp that raises gets an error reply, as on a SuperN
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Iterable, Optional
 from uuid import uuid4
 
-from flwr.app import Context, Message, RecordDict
+from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
-from flwr.app import Error
 from flwr.common.constant import SUPERLINK_NODE_ID, ErrorCode
 from flwr.serverapp import Grid, ServerApp
 from flwr.supercore.task_identity import TaskIdentity
@@ -90,6 +88,4 @@ class LocalGrid(Grid):
 def run_local(server_app: ServerApp, grid: LocalGrid) -> None:
     """Run ``server_app``'s main on ``grid`` (the run config is the grid's)."""
     context = Context(run_id=grid.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=grid.run_config)
-    started = time.perf_counter()
     server_app(grid, context)
-    grid.elapsed = time.perf_counter() - started

@@ -63,7 +63,7 @@ def run_server(grid: Grid, settings: AppSettings) -> ServerResult:
     fingerprint = config_fingerprint(config)["sha256"]
     hosts = discover_nodes(grid, min_nodes=settings.min_nodes, connect_timeout=settings.connect_timeout,
                            num_clients=task.num_clients, fingerprint=fingerprint,
-                           query_timeout=settings.round_timeout,
+                           query_timeout=settings.connect_timeout,
                            require_all_clients=settings.participation == "fedhet")
     logger.info("fedhet on Flower: %d SuperNode(s) host %d of %d clients", len(hosts),
                 sum(len(ids) for ids in hosts.values()), task.num_clients)
