@@ -31,16 +31,24 @@ logger = logging.getLogger(__name__)
 REPLY_POLL_SECONDS = 0.1
 
 
-def exchange(grid: Any, messages: list[Message], timeout: float) -> list[Message]:
+def exchange(grid: Any, messages: list[Message], timeout: float) -> list[tuple[int, Message]]:
     """``grid.send_and_receive`` with a short poll interval: push ``messages``, then pull replies until
-    all have arrived or ``timeout`` seconds have passed (those missing then are simply absent)."""
-    pending = set(grid.push_messages(messages))
+    all have arrived or ``timeout`` seconds have passed (those missing then are simply absent).
+
+    Returns ``(node id, reply)`` pairs, the node being the one the answered message was sent to: an
+    error reply made by the SuperLink for an unreachable node carries the SuperLink's id as its source."""
+    destinations = [message.metadata.dst_node_id for message in messages]
+    pushed = list(grid.push_messages(messages))
+    node_of = dict(zip(pushed, destinations))
+    pending = set(pushed)
     deadline = time.monotonic() + timeout
-    replies: list[Message] = []
+    replies: list[tuple[int, Message]] = []
     while pending:
         arrived = list(grid.pull_messages(pending))
-        replies.extend(arrived)
-        pending.difference_update(reply.metadata.reply_to_message_id for reply in arrived)
+        for reply in arrived:
+            answered = reply.metadata.reply_to_message_id
+            replies.append((node_of.get(answered, reply.metadata.src_node_id), reply))
+            pending.discard(answered)
         if not pending or time.monotonic() >= deadline:
             break
         time.sleep(REPLY_POLL_SECONDS)
@@ -69,8 +77,7 @@ def discover_nodes(grid: Any, *, min_nodes: int, connect_timeout: float, num_cli
                for node_id in node_ids]
     hosts: dict[int, list[int]] = {}
     owner: dict[int, int] = {}
-    for reply in exchange(grid, queries, query_timeout):
-        node_id = reply.metadata.src_node_id
+    for node_id, reply in exchange(grid, queries, query_timeout):
         if reply.has_error():
             # Left out of the run (its clients count as hosted by nobody), as a node that did not answer.
             logger.warning("SuperNode %d answered the query with an error; it takes no part in this run: %s",
@@ -138,8 +145,7 @@ class FlowerBackend:
         uploads: list[Upload] = []
         answered: set[int] = set()
         if messages:
-            for reply in exchange(self.grid, messages, self.round_timeout):
-                node_id = reply.metadata.src_node_id
+            for node_id, reply in exchange(self.grid, messages, self.round_timeout):
                 answered.add(node_id)
                 if reply.has_error():
                     self._fail(work.round_index, node_id, by_node.get(node_id, []), f"error reply: {reply.error.reason}")
