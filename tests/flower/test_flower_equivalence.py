@@ -87,3 +87,14 @@ def test_server_app_main_writes_results(tmp_path):
     assert torch.equal(params, fedhet_run_params(config, tmp_path / "run"))
     lines = (tmp_path / "result" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 3 and '"test_accuracy"' in lines[-1]
+
+
+def test_client_state_is_rounded_as_the_simulations_store(tmp_path):
+    """run.store_dtype = bfloat16: SCAFFOLD's c_i kept on the nodes is rounded to bfloat16 exactly as the
+    simulation's per-client store rounds it, so the models stay bitwise equal."""
+    config = small_config([*METHODS["scaffold"], "run.store_dtype=bfloat16"], dtype="float32")
+    result, _ = deploy_in_process(config)
+    expected = fedhet_run_params(config, tmp_path / "run")
+    assert torch.equal(result.params, expected)
+    unrounded = fedhet_run_params(small_config(METHODS["scaffold"], dtype="float32"), tmp_path / "run32")
+    assert not torch.equal(expected, unrounded)      # the storage dtype matters in this setting

@@ -106,7 +106,7 @@ def store_options(config: ExperimentConfig, device: torch.device) -> Any:
 
 
 def storage_dtype(config: ExperimentConfig) -> torch.dtype:
-    from fedhet.store import _STORAGE_DTYPES
-
+    """The dtype per-client rows are stored in (``run.store_dtype``; ``auto`` = ``run.dtype``): float32,
+    bfloat16, float16 or float64, each the torch dtype of that name."""
     run = config.run
-    return _STORAGE_DTYPES[run.dtype if run.store_dtype == "auto" else run.store_dtype]
+    return getattr(torch, run.dtype if run.store_dtype == "auto" else run.store_dtype)
