@@ -65,9 +65,12 @@ def _running(pid: int) -> bool:
 def test_killed_supernode_mid_run_the_run_completes(tmp_path):
     """SIGKILL one of two SuperNodes (by its process id) after round 1: the ServerApp counts its clients
     as not participating (no reply within round-timeout, or an error reply from the SuperLink) and finishes
-    every round; the model is the simulation's in which exactly the arrived clients trained."""
-    config = small_config(["server.name=fedau", "participation.name=bernoulli", "participation.ratio=0.7"],
-                          rounds=3)
+    every round; the model is the simulation's in which exactly the arrived clients trained.
+
+    SCAFFOLD with full participation: the surviving node's clients train every round with their c_i read
+    back from its Context.state (a real SuperNode keeps it between ClientApp processes; without it the
+    model would differ), and the dead node's clients are sampled in every round after its death."""
+    config = small_config(["algorithm=scaffold", "participation.name=full"], rounds=3)
     result_dir = tmp_path / "result"
     settings = AppSettings(config_text=build.config_text(config), min_nodes=2, round_timeout=30.0,
                            result_dir=str(result_dir))
