@@ -9,6 +9,7 @@
     fedhet report RUN_DIR... --out DIR [--target 0.8] [--group-by KEY,...]
     fedhet tune CONFIG --param KEY=SPEC ... [--sampler grid|optuna] [--criterion train_loss@R] ...
     fedhet claims {list,run,report} [--full] [--only ID,...]   the papers' claims and their verdicts
+    fedhet flower {app,compare,loopback} CONFIG ...   fedhet methods as Flower apps (docs/flower.md)
 
 Errors print one line, ``fedhet: ...``: configuration and input errors exit with status 2 (the message
 names the key, the value and what is allowed), file-system errors (disk full, read-only) with 1, bugs
@@ -188,9 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     init.set_defaults(handler=_command_init)
     _add_experiment_commands(sub)
     from fedhet.experiments.claims.cli import add_claims_command
+    from fedhet.flower.commands import add_flower_command
     from fedhet.tuning.command import add_tune_command
     add_claims_command(sub)
     add_tune_command(sub)
+    add_flower_command(sub)
     for command in sub.choices.values():
         _add_verbosity(command)
     return parser

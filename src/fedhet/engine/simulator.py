@@ -106,6 +106,10 @@ class Simulator:
                              client_states={name: store.read(client_ids) for name, store in self.client_stores.items()},
                              broadcast=self.solver.broadcast(self.solver_global), learning_rate=learning_rate)
             cohort, new_states = self.backend.train_cohort(task, self.solver, work)
+            # A deployment's backend (fedhet.flower) returns only the clients whose replies arrived
+            # (docs/flower.md, "Failures"): the round goes on with those, and only they count as
+            # having participated. Simulation backends return every sampled client.
+            client_ids = cohort.client_ids.to(torch.int64).cpu()
             for name, store in self.client_stores.items():
                 store.write(client_ids, new_states[name])
         else:

@@ -1,0 +1,120 @@
+"""What travels in Flower messages, and its (de)serialisation: lossless (numpy arrays of the tensors'
+own dtype), so a deployment computes on the same bits as a simulation.
+
+- ``query`` (ServerApp -> each SuperNode, once): the reply names the fedhet client ids the node hosts.
+- ``train`` (ServerApp -> one SuperNode per round): ``x``, the round, the node's sampled client ids,
+  the solver's broadcast (e.g. SCAFFOLD's ``c``), ``eta_l(t)``, and the config's fingerprint (a node
+  built from a different config refuses the message); the reply is the node's rows of the
+  :class:`~fedhet.engine.cohort.Cohort` (deltas, sizes, local steps, losses, extras).
+- ``Context.state`` on a SuperNode: one ``ArrayRecord`` per hosted client with its solver state
+  (``client_state_names``).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
+
+MODEL, BROADCAST, ROUND, UPLOAD, EXTRAS, HOSTED = ("fedhet.model", "fedhet.broadcast", "fedhet.round",
+                                                  "fedhet.upload", "fedhet.extras", "fedhet.hosted")
+# numpy has no bfloat16: such tensors travel as their raw 16-bit words.
+_BFLOAT16_TAG = "bfloat16:"
+
+
+def to_array(tensor: torch.Tensor) -> Array:
+    tensor = tensor.detach().cpu().contiguous()
+    if tensor.dtype == torch.bfloat16:
+        return Array(tensor.view(torch.int16).numpy().copy())
+    return Array(tensor.numpy().copy())
+
+
+def from_array(array: Array, device: torch.device | str = "cpu", bfloat16: bool = False) -> torch.Tensor:
+    tensor = torch.from_numpy(np.array(array.numpy(), copy=True))
+    if bfloat16:
+        tensor = tensor.view(torch.bfloat16)
+    return tensor.to(device)
+
+
+def tensors_record(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
+    record = ArrayRecord()
+    for name, tensor in tensors.items():
+        key = _BFLOAT16_TAG + name if tensor.dtype == torch.bfloat16 else name
+        record[key] = to_array(tensor)
+    return record
+
+
+def record_tensors(record: ArrayRecord, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    out = {}
+    for key, array in record.items():
+        bf16 = key.startswith(_BFLOAT16_TAG)
+        out[key[len(_BFLOAT16_TAG):] if bf16 else key] = from_array(array, device, bfloat16=bf16)
+    return out
+
+
+@dataclasses.dataclass
+class TrainRequest:
+    round_index: int
+    client_ids: list[int]
+    params: torch.Tensor
+    broadcast: dict[str, torch.Tensor]
+    learning_rate: float
+    fingerprint: str
+
+    def to_content(self) -> RecordDict:
+        return RecordDict({
+            MODEL: tensors_record({"x": self.params}),
+            BROADCAST: tensors_record(self.broadcast),
+            ROUND: ConfigRecord({"round": self.round_index, "client-ids": [int(i) for i in self.client_ids],
+                                 "learning-rate": float(self.learning_rate), "fingerprint": self.fingerprint}),
+        })
+
+    @classmethod
+    def from_content(cls, content: RecordDict, device: torch.device | str) -> "TrainRequest":
+        meta = content.config_records[ROUND]
+        return cls(round_index=int(meta["round"]), client_ids=[int(i) for i in meta["client-ids"]],
+                   params=record_tensors(content.array_records[MODEL], device)["x"],
+                   broadcast=record_tensors(content.array_records[BROADCAST], device),
+                   learning_rate=float(meta["learning-rate"]), fingerprint=str(meta["fingerprint"]))
+
+
+@dataclasses.dataclass
+class Upload:
+    """One node's rows of a round's cohort (row ``k`` for ``client_ids[k]``)."""
+
+    client_ids: torch.Tensor      # [K] int64
+    deltas: torch.Tensor          # [K, d]
+    num_examples: torch.Tensor    # [K] int64
+    local_steps: torch.Tensor     # [K] int64
+    train_loss: torch.Tensor      # [K]
+    extras: dict[str, torch.Tensor]
+
+    def to_content(self) -> RecordDict:
+        return RecordDict({
+            UPLOAD: tensors_record({"client_ids": self.client_ids, "deltas": self.deltas,
+                                    "num_examples": self.num_examples, "local_steps": self.local_steps,
+                                    "train_loss": self.train_loss}),
+            EXTRAS: tensors_record(self.extras),
+        })
+
+    @classmethod
+    def from_content(cls, content: RecordDict) -> "Upload":
+        rows = record_tensors(content.array_records[UPLOAD])
+        return cls(client_ids=rows["client_ids"], deltas=rows["deltas"], num_examples=rows["num_examples"],
+                   local_steps=rows["local_steps"], train_loss=rows["train_loss"],
+                   extras=record_tensors(content.array_records[EXTRAS]))
+
+
+def hosted_content(client_ids: list[int], num_clients: int, fingerprint: str) -> RecordDict:
+    return RecordDict({HOSTED: ConfigRecord({"client-ids": [int(i) for i in client_ids],
+                                             "num-clients": int(num_clients), "fingerprint": fingerprint})})
+
+
+def hosted_from_content(content: RecordDict) -> tuple[list[int], int, str]:
+    meta = content.config_records[HOSTED]
+    return [int(i) for i in meta["client-ids"]], int(meta["num-clients"]), str(meta["fingerprint"])
+
+
+def client_state_key(client_id: int) -> str:
+    return f"fedhet.client.{int(client_id)}"

@@ -1,0 +1,124 @@
+"""fedhet's ServerApp: any fedhet server method, with its state, over a Flower federation.
+
+The ServerApp reuses fedhet's round logic as it is: a :class:`fedhet.engine.simulator.Simulator`
+(participation sample -> broadcast -> cohort -> ``solver.server_update`` -> ``server.step``) whose
+backend is :class:`fedhet.flower.backend.FlowerBackend`, so the server method's state (FedAWARE's
+momenta and Gram matrix, FedAU's interval statistics, FedVarp/MIFA tables, the AWARE projection, the
+server halves of SCAFFOLD/FedDyn/FedADMM/FedSpeed) is the simulation's, updated by the same code. Only
+the per-client solver state moves: it lives on the SuperNodes (:mod:`fedhet.flower.client_app`).
+
+Run config keys: :mod:`fedhet.flower.settings`. Results: ``result-dir``/``params.pt`` (the final model),
+``metrics.jsonl`` (one record per round, test metrics every ``run.eval_every`` rounds),
+``participation.pt`` and ``summary.json`` (with the failures), each written atomically.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from flwr.app import Context
+from flwr.serverapp import Grid, ServerApp
+
+from fedhet.engine.simulator import Simulator
+from fedhet.flower import build
+from fedhet.flower.backend import ConnectedClients, FlowerBackend, discover_nodes
+from fedhet.flower.settings import AppSettings
+
+logger = logging.getLogger(__name__)
+app = ServerApp()
+
+
+class DeploymentSimulator(Simulator):
+    """The simulator's rounds with the per-client solver state on the clients: the server keeps no
+    ``[N, d]`` client stores (the server method's own tables are still made by ``make_store``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.client_stores = {}
+
+
+@dataclasses.dataclass
+class ServerResult:
+    params: torch.Tensor
+    records: list[dict[str, Any]]
+    participation: torch.Tensor          # [rounds, N] bool: who trained (arrived) in which round
+    failures: list[dict[str, Any]]
+    hosts: dict[int, list[int]]
+
+
+def run_server(grid: Grid, settings: AppSettings) -> ServerResult:
+    """Run ``run.rounds`` rounds of the config's method over the SuperNodes of ``grid``."""
+    from fedhet.engine.fingerprint import config_fingerprint
+    from fedhet.engine.task import evaluate
+
+    config = build.config_from_text(settings.config_text)
+    build.check_deployable(config)
+    federation = build.build_federation(config)
+    task = federation.task
+    fingerprint = config_fingerprint(config)["sha256"]
+    hosts = discover_nodes(grid, min_nodes=settings.min_nodes, connect_timeout=settings.connect_timeout,
+                           num_clients=task.num_clients, fingerprint=fingerprint,
+                           query_timeout=settings.connect_timeout,
+                           require_all_clients=settings.participation == "fedhet")
+    logger.info("fedhet on Flower: %d SuperNode(s) host %d of %d clients", len(hosts),
+                sum(len(ids) for ids in hosts.values()), task.num_clients)
+    backend = FlowerBackend(grid, hosts, round_timeout=settings.round_timeout, fingerprint=fingerprint)
+    components = build.build_components(config)
+    participation = components.participation if settings.participation == "fedhet" else ConnectedClients(backend)
+    simulator = DeploymentSimulator(task, participation=participation, solver=components.solver,
+                                    server=components.server, seed=config.run.seed,
+                                    client_label_counts=federation.label_counts, backend=backend,
+                                    store_options=build.store_options(config, task.device))
+    records = []
+    out = Path(settings.result_dir) if settings.result_dir else None
+    started = time.perf_counter()
+    for _ in range(config.run.rounds):
+        record, _ = simulator.run_round()
+        round_number = record["round"]
+        if round_number % config.run.eval_every == 0 or round_number == config.run.rounds:
+            record["test_loss"], record["test_accuracy"] = evaluate(task, simulator.params,
+                                                                    batch_size=config.run.eval_batch_size)
+        record["wall_seconds"] = time.perf_counter() - started
+        record["failed_clients"] = sum(len(f["clients"]) for f in backend.failures if f["round"] == round_number)
+        records.append(record)
+        logger.info("round %d: %d client(s) trained%s", round_number, record["num_participants"],
+                    f", test accuracy {record['test_accuracy']:.4f}" if "test_accuracy" in record else "")
+        if out is not None:
+            _write_metrics(out, records)
+    result = ServerResult(params=simulator.params.detach().cpu(), records=records,
+                          participation=simulator.participation_log.clone(), failures=list(backend.failures),
+                          hosts=hosts)
+    if out is not None:
+        write_result(out, result, config)
+    return result
+
+
+def _write_metrics(out: Path, records: list[dict[str, Any]]) -> None:
+    from fedhet.io import atomic_write_text
+
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+
+
+def write_result(out: Path, result: ServerResult, config: Any) -> None:
+    from fedhet.io import atomic_torch_save, atomic_write_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_torch_save(out / "params.pt", result.params)
+    atomic_torch_save(out / "participation.pt", result.participation)
+    last = result.records[-1] if result.records else {}
+    atomic_write_json(out / "summary.json", {
+        "name": config.run.name, "rounds": len(result.records),
+        "final_accuracy": last.get("test_accuracy"), "failures": result.failures,
+        "hosts": {str(node): ids for node, ids in result.hosts.items()}})
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    settings = AppSettings.from_run_config(context.run_config)
+    run_server(grid, settings)

@@ -1,0 +1,97 @@
+"""The Flower apps on a real loopback deployment: a SuperLink and SuperNodes as separate processes on
+127.0.0.1 (free ports, insecure), the app submitted with ``flwr run`` (docs/flower.md). Slow: every round
+starts a ClientApp process per SuperNode (torch import included) and SuperNodes poll every 3 s.
+Every process is stopped by its id (process group) in a ``finally``, whatever the test's outcome.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("flwr")
+
+from fedhet.flower import build  # noqa: E402
+from fedhet.flower.deploy import start_loopback  # noqa: E402
+from fedhet.flower.settings import AppSettings, write_app  # noqa: E402
+
+from flower_cases import ROOT, simulate_with_arrivals, small_config  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    return env
+
+
+def test_loopback_script_reproduces_fedhet_run(tmp_path):
+    """scripts/flower_loopback.sh: FedAWARE on a SuperLink and two SuperNodes; its last line is the largest
+    parameter difference against `fedhet run` (float64: 0 here, at most 1e-9 allowed)."""
+    env = _env()
+    env["FEDHET_VENV"] = str(Path(sys.executable).parent.parent)    # this interpreter's venv: no set-up
+    env["TMPDIR"] = str(tmp_path)
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "flower_loopback.sh")], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("max parameter difference: "), done.stdout
+    assert float(last.split(": ")[1]) <= 1e-9
+    # The trap stopped the SuperLink and SuperNodes, whose ids the script printed.
+    line = next(text for text in done.stderr.splitlines() if text.startswith("flower_loopback: SuperLink"))
+    pids = [int(pid) for pid in re.findall(r"\d+", line.split("(pid")[1].split("logs in")[0])]
+    assert len(pids) == 3
+    time.sleep(1)
+    assert [pid for pid in pids if _running(pid)] == []
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie awaiting its parent's wait is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def test_killed_supernode_mid_run_the_run_completes(tmp_path):
+    """SIGKILL one of two SuperNodes (by its process id) after round 1: the ServerApp counts its clients
+    as not participating (no reply within round-timeout, or an error reply from the SuperLink) and finishes
+    every round; the model is the simulation's in which exactly the arrived clients trained.
+
+    SCAFFOLD with full participation: the surviving node's clients train every round with their c_i read
+    back from its Context.state (a real SuperNode keeps it between ClientApp processes; without it the
+    model would differ), and the dead node's clients are sampled in every round after its death."""
+    config = small_config(["algorithm=scaffold", "participation.name=full"], rounds=3)
+    result_dir = tmp_path / "result"
+    settings = AppSettings(config_text=build.config_text(config), min_nodes=2, round_timeout=30.0,
+                           result_dir=str(result_dir))
+    app_dir = write_app(tmp_path / "app", settings)
+    nodes = ["partition-id=0 num-partitions=2", "partition-id=1 num-partitions=2"]
+    with start_loopback(tmp_path / "flower", nodes, env=_env()) as federation:
+        run = federation.start_app(app_dir)
+        deadline = time.monotonic() + 180
+        metrics = result_dir / "metrics.jsonl"
+        while not (metrics.exists() and metrics.read_text().strip()):
+            assert time.monotonic() < deadline, (tmp_path / "flower" / "flwr-run.log").read_text()[-3000:]
+            assert run.poll() is None, (tmp_path / "flower" / "flwr-run.log").read_text()[-3000:]
+            time.sleep(0.2)
+        federation.kill_supernode(1)
+        federation.wait_app(run, timeout=240)
+    summary = json.loads((result_dir / "summary.json").read_text())
+    assert summary["rounds"] == 3
+    participation = torch.load(result_dir / "participation.pt", weights_only=True)
+    assert summary["failures"], "the killed node's clients were never sampled again: no failure to test"
+    first = summary["failures"][0]
+    lost = summary["hosts"][str(first["node"])]
+    assert not bool(participation[first["round"] - 1:, lost].any())     # its clients never trained again
+    params, _ = simulate_with_arrivals(config, participation)
+    assert torch.equal(params, torch.load(result_dir / "params.pt", weights_only=True))
