@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, frozenset[str], bool]] = [
     ("algorithms", frozenset({"fedhet.algorithms"}), False),
     ("config", frozenset({"fedhet.components", "fedhet.config"}), False),
     ("engine", frozenset({"fedhet.engine"}), False),
-    ("applications", frozenset({"fedhet.problems", "fedhet.experiments", "fedhet.tuning"}), False),
+    ("applications", frozenset({"fedhet.problems", "fedhet.experiments", "fedhet.tuning", "fedhet.flower"}), False),
     ("entry points", frozenset({"fedhet.cli", "fedhet"}), False),
 ]
 

@@ -11,8 +11,8 @@ from fedhet.config.schema import apply_overrides, parse_override, resolve_config
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.runner import build_federation, run_experiment
 from fedhet.engine.simulator import Simulator
-from fedhet.registry import CLIENT_SOLVERS, PARTICIPATION, SERVERS
-from fedhet.store import StoreOptions
+from fedhet.core.registry import CLIENT_SOLVERS, PARTICIPATION, SERVERS
+from fedhet.core.store import StoreOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK_CONFIG = ROOT / "configs" / "flower" / "loopback_fedaware.toml"

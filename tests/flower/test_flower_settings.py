@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("flwr")
 
 from fedhet.cli import main  # noqa: E402
-from fedhet.config.options import ConfigError  # noqa: E402
+from fedhet.core.options import ConfigError  # noqa: E402
 from fedhet.flower import build  # noqa: E402
 from fedhet.flower.client_app import NodeConfigError, hosted_clients  # noqa: E402
 from fedhet.flower.settings import AppSettings, app_pyproject, write_app  # noqa: E402

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Optional
 import torch
 from flwr.app import Message, RecordDict
 
-from fedhet.engine.cohort import Cohort
+from fedhet.core.cohort import Cohort
 from fedhet.errors import FedhetError
 from fedhet.flower.messages import TrainRequest, Upload, hosted_from_content
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 from fedhet.config.schema import ExperimentConfig, config_to_toml, resolve_config
 from fedhet.errors import FedhetError
 
@@ -78,7 +78,7 @@ class Components:
 def build_components(config: ExperimentConfig) -> Components:
     """Participation process, local solver and server method, as :class:`fedhet.engine.runner.RunHandle`
     builds them."""
-    from fedhet.registry import CLIENT_SOLVERS, PARTICIPATION, SERVERS
+    from fedhet.core.registry import CLIENT_SOLVERS, PARTICIPATION, SERVERS
 
     return Components(
         participation=PARTICIPATION.get(config.participation.name).factory(config.participation.options),
@@ -99,7 +99,7 @@ def build_federation(config: ExperimentConfig) -> Any:
 def store_options(config: ExperimentConfig, device: torch.device) -> Any:
     """The storage of per-client tables (server methods' tables; the clients' own state is rounded
     through the same storage dtype)."""
-    from fedhet.store import StoreOptions
+    from fedhet.core.store import StoreOptions
 
     run = config.run
     return StoreOptions(dtype=run.dtype if run.store_dtype == "auto" else run.store_dtype, device=str(device))

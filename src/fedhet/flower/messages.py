@@ -5,7 +5,7 @@ own dtype), so a deployment computes on the same bits as a simulation.
 - ``train`` (ServerApp -> one SuperNode per round): ``x``, the round, the node's sampled client ids,
   the solver's broadcast (e.g. SCAFFOLD's ``c``), ``eta_l(t)``, and the config's fingerprint (a node
   built from a different config refuses the message); the reply is the node's rows of the
-  :class:`~fedhet.engine.cohort.Cohort` (deltas, sizes, local steps, losses, extras).
+  :class:`~fedhet.core.cohort.Cohort` (deltas, sizes, local steps, losses, extras).
 - ``Context.state`` on a SuperNode: one ``ArrayRecord`` per hosted client with its solver state
   (``client_state_names``).
 """

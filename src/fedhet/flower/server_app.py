@@ -54,7 +54,7 @@ class ServerResult:
 def run_server(grid: Grid, settings: AppSettings) -> ServerResult:
     """Run ``run.rounds`` rounds of the config's method over the SuperNodes of ``grid``."""
     from fedhet.engine.fingerprint import config_fingerprint
-    from fedhet.engine.task import evaluate
+    from fedhet.core.task import evaluate
 
     config = build.config_from_text(settings.config_text)
     build.check_deployable(config)
@@ -99,14 +99,14 @@ def run_server(grid: Grid, settings: AppSettings) -> ServerResult:
 
 
 def _write_metrics(out: Path, records: list[dict[str, Any]]) -> None:
-    from fedhet.io import atomic_write_text
+    from fedhet.core.io import atomic_write_text
 
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in records))
 
 
 def write_result(out: Path, result: ServerResult, config: Any) -> None:
-    from fedhet.io import atomic_torch_save, atomic_write_json
+    from fedhet.core.io import atomic_torch_save, atomic_write_json
 
     out.mkdir(parents=True, exist_ok=True)
     atomic_torch_save(out / "params.pt", result.params)

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 
 PARTICIPATION_MODES = ("fedhet", "nodes")
 # Flower's app name in pyproject.toml and FAB id (publisher/name).
@@ -90,7 +90,7 @@ def app_pyproject(settings: AppSettings) -> str:
 def write_app(directory: str | Path, settings: AppSettings) -> Path:
     """Write the app directory for ``flwr run DIRECTORY CONNECTION`` (its ``pyproject.toml`` only: the
     components are fedhet's own modules, which every SuperNode imports from its fedhet install)."""
-    from fedhet.io import atomic_write_text
+    from fedhet.core.io import atomic_write_text
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
