@@ -155,6 +155,9 @@ def resolve_config(raw: Mapping[str, Any]) -> ExperimentConfig:
     """Validate a raw nested mapping (parsed TOML plus overrides) into an :class:`ExperimentConfig`."""
     _ensure_components_loaded()
     for key, value in raw.items():
+        if key == "sweep":
+            # How `fedhet sweep` executes the runs (fedhet.experiments.sweep_options), not what a run computes.
+            continue
         if key not in SECTIONS:
             raise ConfigError(key, value if not isinstance(value, dict) else "{...}",
                               "unknown section; allowed: " + ", ".join(SECTIONS))
