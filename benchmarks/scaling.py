@@ -118,12 +118,15 @@ def store_counts(config: ExperimentConfig, run_dir: Path) -> dict[str, Any]:
     small = resolve_config({**small_sections, **method, "run": small_sections["run"]})
     federation = build_federation(small, torch.device("cpu"))
     handle = RunHandle(small, run_dir, federation, log=lambda message: None)
+    handle.run_round()          # a store made at the first round (server.aware's momenta) exists after it
     simulator = handle.simulator
     client = sorted(simulator.client_stores)
     server = sorted(store.name for store in _stores_in(simulator.server_state))
     if hasattr(handle.backend, "close"):
         handle.backend.close()
-    return {"client": client, "server": server, "count": len(client) + len(server)}
+    # The solver's global state, sent to every client each round (SCAFFOLD's c): vectors of length d.
+    broadcast = _dense_bytes(simulator.solver_global) / (simulator.task.spec.dim * simulator.params.element_size())
+    return {"client": client, "server": server, "count": len(client) + len(server), "broadcast_vectors": broadcast}
 
 
 def inventory(work: Path) -> dict[str, Any]:
@@ -164,8 +167,8 @@ def time_point(federation, overrides: list[str], run_dir: Path, rounds: int) -> 
 
 def predicted_bytes(history: list[tuple[int, int]], n: int) -> float:
     """The dense server state at ``n`` clients, by the power law through the last two points."""
-    if len(history) < 2 or min(b for _, b in history[-2:]) <= 0:
-        return 0.0
+    if len(history) < 2 or min(b for _, b in history[-2:]) <= 0 or history[-1][0] == history[-2][0]:
+        return float(history[-1][1]) if history else 0.0
     (n0, b0), (n1, b1) = history[-2:]
     exponent = math.log(b1 / b0) / math.log(n1 / n0)
     return b1 * (n / n1) ** exponent
@@ -217,19 +220,20 @@ def shutil_rmtree(path: Path) -> None:
 # --- part 4: the presets on a cluster ---------------------------------------------------------
 
 
-def round_bytes(d: int, cohort: float, client_stores: int, nodes: int, value_bytes: int = VALUE_BYTES) -> dict[str, float]:
+def round_bytes(d: int, cohort: float, client_stores: int, nodes: int, broadcast: float = 0.0,
+                value_bytes: int = VALUE_BYTES) -> dict[str, float]:
     """Bytes that cross a process boundary in one round, per backend (docs/scaling.md, "Cost model").
 
     - ``sequential`` / ``vectorized``: none (one process; ``vectorized`` keeps ``[K, d]`` on the device).
     - ``processes``: through shared memory: ``x`` once, each client's delta and its client-store rows
       out and back (``(1 + 2 s) K d``).
-    - ``ray``: ``x`` (and the solver's broadcast, same size or none) fetched once per node that runs a
-      client (``min(K, nodes) d``), and per client its store rows out, its delta and new rows back
-      (``(1 + 2 s) K d``), over the network.
+    - ``ray``: ``x`` and the solver's broadcast (``b`` vectors: SCAFFOLD's ``c``) in one object,
+      fetched once per node that runs a client (``min(K, nodes) (1 + b) d``), and per client its store
+      rows out, its delta and new rows back (``(1 + 2 s) K d``), over the network.
     """
     per_client = (1 + 2 * client_stores) * cohort * d * value_bytes
-    return {"sequential": 0.0, "vectorized": 0.0, "processes": d * value_bytes + per_client,
-            "ray": min(cohort, nodes) * d * value_bytes + per_client}
+    return {"sequential": 0.0, "vectorized": 0.0, "processes": (1 + broadcast) * d * value_bytes + per_client,
+            "ray": min(cohort, nodes) * (1 + broadcast) * d * value_bytes + per_client}
 
 
 def training_flops_per_example(model: torch.nn.Module, input_shape: tuple[int, ...], batch: int,
@@ -332,7 +336,8 @@ def preset_estimate(path: Path, *, nodes: int, gpu_tflops: float, cpu_gflops: fl
         label = run.label or f"{config.client.name}+{config.server.name}"
         rows.setdefault(label, {"method": label, "client_stores": stores["client"], "server_stores": stores["server"],
                                 "store_gib": n * d * VALUE_BYTES * stores["count"] / 2**30,
-                                "round_bytes": round_bytes(d, cohort, len(stores["client"]), nodes),
+                                "round_bytes": round_bytes(d, cohort, len(stores["client"]), nodes,
+                                                           stores["broadcast_vectors"]),
                                 "runs": 0})
         rows[label]["runs"] += 1
         runs.append({"name": run.name, "rounds": config.run.rounds, "flops": run_flops,
@@ -391,6 +396,70 @@ def plot(rows: list[dict[str, Any]], axis: str, path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def markdown_tables(result: dict[str, Any]) -> str:
+    """The tables of docs/scaling.md from a result file (``--tables FILE``)."""
+    lines = []
+    methods = list(METHODS)
+
+    def timing(axis: str) -> None:
+        lines.append(f"| {axis} | " + " | ".join(methods) + " |")
+        lines.append("| ---: |" + " ---: |" * len(methods))
+        for value in sorted({r[axis] for r in result[axis]}):
+            cells = []
+            for method in methods:
+                [row] = [r for r in result[axis] if r[axis] == value and r["method"] == method]
+                cells.append(f"not run ({row['predicted_dense_server_state_bytes'] / 2**30:.0f} GiB state)"
+                             if row.get("skipped") else f"{row['seconds_per_round'] * 1000:.1f}")
+            lines.append(f"| {value:,} | " + " | ".join(cells) + " |")
+        lines.append("")
+
+    lines += ["Milliseconds per round (median), against K (N = 1,000):", ""]
+    timing("K")
+    lines += ["Milliseconds per round (median), against N (K = 10, stores memory-mapped):", ""]
+    timing("N")
+    lines += ["Memory and checkpoint at each N (K = 10):", "",
+              "| N | method | stores (MB) | dense server state (MB) | checkpoint (MB) | checkpoint write (s) |",
+              "| ---: | --- | ---: | ---: | ---: | ---: |"]
+    for row in result["N"]:
+        if not row.get("skipped"):
+            lines.append(f"| {row['N']:,} | {row['method']} | {row['store_bytes'] / 1e6:.1f} | "
+                         f"{row['dense_server_state_bytes'] / 1e6:.1f} | {row['checkpoint_bytes'] / 1e6:.1f} | "
+                         f"{row['checkpoint_seconds']:.3f} |")
+    lines += ["", "Per-client `[N, d]` stores of each method (counted on a 12-client run):", "",
+              "| method | client stores | server stores | broadcast vectors |", "| --- | --- | --- | ---: |"]
+    for name, row in result["stores"].items():
+        if "error" in row:
+            lines.append(f"| {name} | ({row['error']}) | | |")
+        else:
+            lines.append(f"| {name} | {', '.join(row['client']) or '-'} | {', '.join(row['server']) or '-'} | "
+                         f"{row.get('broadcast_vectors', 0):g} |")
+    a = result["assumptions"]
+    lines += ["", f"The papers' presets on {a['nodes']} nodes of one GPU each (GPU at {a['gpu_tflops']:g} TFLOP/s "
+              f"sustained, assumed; CPU at the measured {result['cpu_training_rate']['achieved_gflops_one_thread']:.1f} "
+              f"GFLOP/s per core; {a['step_overhead_seconds'] * 1000:.2f} ms of overhead per local step, measured; "
+              f"lr grid of {a['lr_grid']}):", "",
+              "| preset | model | d | N | E[K] | steps/client | GFLOP/example (train) | TFLOP/round | rounds | runs | "
+              "GPU-h | CPU-core-h | GPU-h x lr grid | wall h on the cluster (x lr grid) |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for p in result["presets"]:
+        lines.append(f"| {p['preset']} | {p['model']} | {p['d']:,} | {p['N']} | {p['expected_cohort']:g} | "
+                     f"{p['local_steps']:g} | {p['train_gflop_per_example']:.3f} | {p['round_tflop']:.2f} | {p['rounds']:,} | "
+                     f"{p['runs']} | {p['gpu_hours']:,.1f} | {p['cpu_core_hours']:,.0f} | {p['gpu_hours_with_lr_grid']:,.0f} | "
+                     f"{p['wall_hours_one_gpu_per_run']:.2f} ({p['wall_hours_with_lr_grid']:.2f}) |")
+    lines += ["", "Bytes per round and store memory of each preset's methods (float32):", "",
+              "| preset | method | client stores | server stores | store memory (GiB) | processes (MB/round) | "
+              "ray (MB/round) | ray link time per round (s) |",
+              "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    for p in result["presets"]:
+        for m in p["methods"]:
+            ray_bytes = m["round_bytes"]["ray"]
+            lines.append(f"| {p['preset']} | {m['method']} | {', '.join(m['client_stores']) or '-'} | "
+                         f"{', '.join(m['server_stores']) or '-'} | {m['store_gib']:.1f} | "
+                         f"{m['round_bytes']['processes'] / 1e6:,.0f} | {ray_bytes / 1e6:,.0f} | "
+                         f"{ray_bytes * 8 / (a['bandwidth_gbit'] * 1e9):.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per point, after one warm-up round")
@@ -404,7 +473,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="skip a point whose dense server state (predicted from the smaller N) exceeds this")
     parser.add_argument("--skip-timing", action="store_true", help="only parts 1 and 4 (no timed rounds)")
     parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--tables", metavar="RESULT", help="print the Markdown tables of a result file and exit")
     args = parser.parse_args(argv)
+    if args.tables:
+        print(markdown_tables(json.loads(Path(args.tables).read_text())), end="")
+        return 0
     command = shlex.join(["python", "benchmarks/scaling.py", *(argv if argv is not None else sys.argv[1:])])
     started = datetime.datetime.now(datetime.timezone.utc)
     print(f"scaling: {command}", flush=True)
