@@ -4,6 +4,8 @@ papers' CIFAR-100 and TinyImageNet presets would need on a 100-node cluster (doc
 Usage (from the repository root, fedhet importable, e.g. ``PYTHONPATH=src``):
 
     python benchmarks/scaling.py [--rounds 3] [--max-clients 100000] [--out benchmarks/results]
+    python benchmarks/scaling.py --reuse-timing RESULT      # parts 1 and 4 again, the timings of RESULT
+    python benchmarks/scaling.py --tables RESULT            # the Markdown tables of docs/scaling.md
 
 Four parts, all computed here (nothing is typed in by hand):
 
@@ -317,7 +319,7 @@ def preset_estimate(path: Path, *, nodes: int, gpu_tflops: float, cpu_gflops: fl
     batch = first.client.options.batch_size
     train_flops = training_flops_per_example(model, shape, batch, classes)
     eval_flops = forward_flops_per_example(model.eval(), shape, 50)
-    store_cache: dict[tuple[str, str], dict[str, Any]] = {}
+    store_cache: dict[str, dict[str, Any]] = {}
     runs, total_flops, rows = [], 0.0, {}
     for run in plan.runs:
         config = run.config
@@ -329,7 +331,9 @@ def preset_estimate(path: Path, *, nodes: int, gpu_tflops: float, cpu_gflops: fl
         round_flops = examples * train_flops
         evaluations = config.run.rounds / config.run.eval_every
         run_flops = config.run.rounds * round_flops + evaluations * test * eval_flops
-        key = (config.client.name, config.server.name)
+        # Options matter (server.aware adds a store): the method is its algorithm, client and server tables.
+        key = json.dumps({k: v for k, v in config.to_dict().items() if k in ("algorithm", "client", "server")},
+                         sort_keys=True, default=str)
         if key not in store_cache:
             store_cache[key] = store_counts(config, work / f"stores-{len(store_cache)}")
         stores = store_cache[key]
@@ -473,6 +477,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="skip a point whose dense server state (predicted from the smaller N) exceeds this")
     parser.add_argument("--skip-timing", action="store_true", help="only parts 1 and 4 (no timed rounds)")
     parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--reuse-timing", metavar="RESULT",
+                        help="take parts 2 and 3 (timings, CPU rate) from an earlier result file; redo parts 1 and 4")
     parser.add_argument("--tables", metavar="RESULT", help="print the Markdown tables of a result file and exit")
     args = parser.parse_args(argv)
     if args.tables:
@@ -491,17 +497,25 @@ def main(argv: Optional[list[str]] = None) -> int:
         result["stores"] = inventory(work)
         for name, row in result["stores"].items():
             print(f"scaling: stores of {name}: {row}", flush=True)
-        if not args.skip_timing:
+        earlier = json.loads(Path(args.reuse_timing).read_text()) if args.reuse_timing else None
+        if earlier is not None:
+            result["meta"]["timing_from"] = {"file": args.reuse_timing, **earlier["meta"]}
+            result["K"], result["N"] = earlier["K"], earlier["N"]
+        elif not args.skip_timing:
             budget = args.max_state_gib * 2**30
             result["K"] = sweep_points("K", [10, 20, 50, 100, 200], args.rounds, work, budget)
             result["N"] = sweep_points("N", [n for n in (100, 1000, 10_000, 100_000) if n <= args.max_clients],
                                        args.rounds, work, budget)
-        import cost_curves
+        if earlier is not None:
+            result["cpu_training_rate"] = earlier["cpu_training_rate"]
+        else:
+            import cost_curves
 
-        mlp = cost_curves.seconds_per_round(100, 10, 200, max(2, args.rounds))
-        cpu_gflops = mlp["achieved_gflops"]
-        result["cpu_training_rate"] = {"source": "benchmarks/cost_curves.py seconds_per_round(N=100, K=10, hidden=200)",
-                                       "achieved_gflops_one_thread": cpu_gflops, "row": mlp}
+            mlp = cost_curves.seconds_per_round(100, 10, 200, max(2, args.rounds))
+            result["cpu_training_rate"] = {"source": "benchmarks/cost_curves.py seconds_per_round(N=100, K=10, "
+                                                     "hidden=200)", "achieved_gflops_one_thread": mlp["achieved_gflops"],
+                                           "row": mlp}
+        cpu_gflops = result["cpu_training_rate"]["achieved_gflops_one_thread"]
         print(f"scaling: CPU training rate (FedAvg MLP, one thread): {cpu_gflops:.2f} GFLOP/s", flush=True)
         # The per-step overhead: FedAvg's seconds per local step on the tiny model (median over K).
         step_overhead = (statistics.median(r["seconds_per_round"] / r["steps_per_round"]
@@ -527,7 +541,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     stamp = started.strftime("%Y%m%d-%H%M%S")
     path = out / f"scaling-{stamp}.json"
     path.write_text(json.dumps(result, indent=1, default=str))
-    if not args.skip_timing:
+    if not args.skip_timing and earlier is None:
         title = f"fedhet sequential, logreg on Synthetic, {result['meta']['date']} (shared machine, noisy)"
         plot(result["K"], "K", ROOT / "docs" / "images" / "scaling-K.png", title)
         plot(result["N"], "N", ROOT / "docs" / "images" / "scaling-N.png", title)

@@ -11,7 +11,8 @@ Sections::
     [server]         name = "fedavg" | "fedaware" | ...               + that method's options
 
 and optionally a top-level ``algorithm = "scaffold"`` that picks the client and server pair of a
-named algorithm (explicit ``client.name`` / ``server.name`` still win). Each component's options are
+named algorithm (explicit ``client.name`` / ``server.name`` still win). A ``[sweep]`` table says how
+``fedhet sweep`` executes the runs (:mod:`fedhet.experiments.sweep_options`); a run ignores it. Each component's options are
 validated against its registered dataclass: unknown keys, wrong types and out-of-range values raise
 :class:`ConfigError` naming the key, the value and what is allowed.
 """

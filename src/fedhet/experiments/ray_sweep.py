@@ -52,7 +52,7 @@ from typing import Any, Iterator, Optional
 
 from fedhet.engine.callbacks import Callback
 from fedhet.engine.rundir import clear_run_directory
-from fedhet.engine.rundir_lock import DirectoryLock
+from fedhet.engine.rundir_lock import DirectoryLock, RunDirectoryInUseError
 from fedhet.experiments.grid import SweepError
 from fedhet.experiments.plan import NEW, RESUME, PlannedRun, SweepPlan, read_summary, run_state
 from fedhet.experiments.progress import DONE, FAILED, RUNNING, SweepProgress
@@ -343,7 +343,14 @@ class RaySweepExecutor:
                         attempt.release()
                         self._finish(outcomes, self._failed(attempt.run, "the ray task ended without a result"))
                         continue
-                    outcome = self._handle(attempt, message)
+                    try:
+                        outcome = self._handle(attempt, message)
+                    except RunDirectoryInUseError as error:
+                        # Someone else writes this run directory (a `fedhet run` of the user): this run
+                        # fails, the others go on.
+                        with contextlib.suppress(Exception):
+                            ray.cancel(generator, force=True)
+                        outcome = self._failed(attempt.run, str(error))
                     if outcome is not None:
                         del active[generator]
                         attempt.release()
