@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,7 @@ COHORT = [0, 1, 3, 4, 6, 8, 9]
 def local_ray():
     """One local Ray for the module, stopped (and its directory removed) whatever the tests did."""
     temp_dir = tempfile.mkdtemp(prefix="fedhet-ray-test-")
+    warnings.filterwarnings("ignore", category=FutureWarning, module="ray")   # Ray's accelerator notice
     # 8 logical CPUs on any machine: the module pool and a run's own backend hold 2 actors each.
     ray.init(address="local", num_cpus=8, include_dashboard=False, _temp_dir=temp_dir,
              log_to_driver=False, logging_level="WARNING")
@@ -153,7 +155,7 @@ def test_an_address_with_no_cluster_is_refused_quickly():
     assert time.monotonic() - started < 30
 
 
-@pytest.mark.slow
+@pytest.mark.slow      # a fresh interpreter importing torch: ~7 s
 def test_the_command_line_says_one_line_for_an_address_with_no_cluster(tmp_path):
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"), OMP_NUM_THREADS="1")
@@ -191,6 +193,7 @@ def _assert_same_run(a, b):
 RAY = ["run.backend=ray", "run.ray_actors=2"]
 
 
+@pytest.mark.slow      # three runs and their actors: ~30 s
 def test_resume_across_backends_is_bitwise_an_uninterrupted_sequential_run(local_ray, tmp_path):
     run_experiment(_config(tmp_path, "run.name=reference", "run.backend=sequential"))
     # interrupted on ray, resumed on ray
@@ -218,6 +221,7 @@ class KillWorkersAfter(Callback):
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow      # two runs and their actors: ~25 s
 def test_losing_every_worker_stops_the_run_and_keeps_the_last_checkpoint(local_ray, tmp_path):
     run_experiment(_config(tmp_path, "run.name=reference", "run.backend=sequential"))
     config = _config(tmp_path, "run.name=lost", *RAY, "run.ray_retries=0")
