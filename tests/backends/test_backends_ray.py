@@ -23,6 +23,7 @@ pytest.importorskip("ray")
 import ray  # noqa: E402
 
 from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, make_work  # noqa: E402
+import fedhet.backends.ray_backend as ray_backend  # noqa: E402
 from fedhet.backends.ray_backend import (RayBackend, RayClusterUnreachableError, RaySettings,  # noqa: E402
                                          RayWorkersLostError, check_reachable)
 from fedhet.backends.select import BACKENDS, select_backend  # noqa: E402
@@ -232,3 +233,22 @@ def test_losing_every_worker_stops_the_run_and_keeps_the_last_checkpoint(local_r
     # the checkpoint is good: resumed (with retries allowed), the run ends as if nothing happened
     resume_run(tmp_path / "lost", sets=["run.ray_retries=3"])
     _assert_same_run(tmp_path / "reference", tmp_path / "lost")
+
+
+@pytest.mark.slow      # its own actors, and two replacements that cannot start: ~15 s
+def test_no_actor_left_and_none_startable_stops_the_round(local_ray, monkeypatch):
+    task, config = task_for("float64", "fixed")
+    solver = make_solver("sgd", config)
+    backend = RayBackend(RaySettings(actors=2))
+    try:
+        work = make_work(task, solver, list(range(10)))
+        backend.train_cohort(task, solver, work)
+        monkeypatch.setattr(ray_backend, "ACTOR_START_TIMEOUT_SECONDS", 3.0)
+        # No node has 1000 CPUs: a replacement can never be scheduled.
+        backend._pool.remote_class = ray.remote(num_cpus=1000, max_restarts=0)(ray_backend.ClientActor)
+        for pid in backend.actor_pids():
+            os.kill(pid, signal.SIGKILL)
+        with pytest.raises(RayWorkersLostError, match="no actor is left"):
+            backend.train_cohort(task, solver, work)
+    finally:
+        backend.close()
