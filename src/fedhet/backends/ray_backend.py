@@ -288,8 +288,9 @@ class ActorPool:
         try:
             ray.get([slot.handle.load.remote(self.skeleton_ref, self.data_ref) for slot in live])
         except ray.exceptions.RayActorError:
-            for slot in live:          # a dead one is replaced (with the new task) at its next call
-                slot.alive = slot.alive and _responds(slot.handle)
+            for slot in live:
+                if not _responds(slot.handle):
+                    self.replace(slot)      # started with the new task's references
 
     def _start(self) -> Any:
         device = "cuda" if self.task.device.type == "cuda" else "cpu"
