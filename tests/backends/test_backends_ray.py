@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ pytest.importorskip("ray")
 import ray  # noqa: E402
 
 from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, make_work  # noqa: E402
+import fedhet.backends.ray_backend as ray_backend  # noqa: E402
 from fedhet.backends.ray_backend import (RayBackend, RayClusterUnreachableError, RaySettings,  # noqa: E402
                                          RayWorkersLostError, check_reachable)
 from fedhet.backends.select import BACKENDS, select_backend  # noqa: E402
@@ -42,6 +44,7 @@ COHORT = [0, 1, 3, 4, 6, 8, 9]
 def local_ray():
     """One local Ray for the module, stopped (and its directory removed) whatever the tests did."""
     temp_dir = tempfile.mkdtemp(prefix="fedhet-ray-test-")
+    warnings.filterwarnings("ignore", category=FutureWarning, module="ray")   # Ray's accelerator notice
     # 8 logical CPUs on any machine: the module pool and a run's own backend hold 2 actors each.
     ray.init(address="local", num_cpus=8, include_dashboard=False, _temp_dir=temp_dir,
              log_to_driver=False, logging_level="WARNING")
@@ -153,7 +156,7 @@ def test_an_address_with_no_cluster_is_refused_quickly():
     assert time.monotonic() - started < 30
 
 
-@pytest.mark.slow
+@pytest.mark.slow      # a fresh interpreter importing torch: ~7 s
 def test_the_command_line_says_one_line_for_an_address_with_no_cluster(tmp_path):
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"), OMP_NUM_THREADS="1")
@@ -191,6 +194,7 @@ def _assert_same_run(a, b):
 RAY = ["run.backend=ray", "run.ray_actors=2"]
 
 
+@pytest.mark.slow      # three runs and their actors: ~30 s
 def test_resume_across_backends_is_bitwise_an_uninterrupted_sequential_run(local_ray, tmp_path):
     run_experiment(_config(tmp_path, "run.name=reference", "run.backend=sequential"))
     # interrupted on ray, resumed on ray
@@ -218,6 +222,7 @@ class KillWorkersAfter(Callback):
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow      # two runs and their actors: ~25 s
 def test_losing_every_worker_stops_the_run_and_keeps_the_last_checkpoint(local_ray, tmp_path):
     run_experiment(_config(tmp_path, "run.name=reference", "run.backend=sequential"))
     config = _config(tmp_path, "run.name=lost", *RAY, "run.ray_retries=0")
@@ -228,3 +233,22 @@ def test_losing_every_worker_stops_the_run_and_keeps_the_last_checkpoint(local_r
     # the checkpoint is good: resumed (with retries allowed), the run ends as if nothing happened
     resume_run(tmp_path / "lost", sets=["run.ray_retries=3"])
     _assert_same_run(tmp_path / "reference", tmp_path / "lost")
+
+
+@pytest.mark.slow      # its own actors, and two replacements that cannot start: ~15 s
+def test_no_actor_left_and_none_startable_stops_the_round(local_ray, monkeypatch):
+    task, config = task_for("float64", "fixed")
+    solver = make_solver("sgd", config)
+    backend = RayBackend(RaySettings(actors=2))
+    try:
+        work = make_work(task, solver, list(range(10)))
+        backend.train_cohort(task, solver, work)
+        monkeypatch.setattr(ray_backend, "ACTOR_START_TIMEOUT_SECONDS", 3.0)
+        # No node has 1000 CPUs: a replacement can never be scheduled.
+        backend._pool.remote_class = ray.remote(num_cpus=1000, max_restarts=0)(ray_backend.ClientActor)
+        for pid in backend.actor_pids():
+            os.kill(pid, signal.SIGKILL)
+        with pytest.raises(RayWorkersLostError, match="no actor is left"):
+            backend.train_cohort(task, solver, work)
+    finally:
+        backend.close()

@@ -1,7 +1,8 @@
 """The Ray backend (``run.backend = "ray"``): a round's clients run as Ray tasks on a pool of
-actors, on one machine or on a Ray cluster, with bitwise the sequential backend's numbers.
+actors, on one machine or on a Ray cluster, with bitwise the sequential backend's numbers
+(docs/design.md, "Performance model"; the keys, data flow and fault rules in docs/ray.md).
 
-Design (docs/ray.md):
+Design:
 
 - **Actors**: ``run.ray_actors`` actors (default: as many as the cluster's CPUs allow at
   ``run.ray_cpus_per_actor`` each), each reserving ``run.ray_cpus_per_actor`` CPUs and
@@ -9,11 +10,12 @@ Design (docs/ray.md):
   ``int(ray_cpus_per_actor)`` torch threads (at least one).
 - **Data, once per run**: the training and test sets go into Ray's object store once
   (``ray.put`` of numpy views, which actors read zero-copy from shared memory on their node), and
-  the model and solver once; every actor builds its task from them once, in its constructor.
-- **Per round**: ``x`` and the solver's broadcast go out in one ``ray.put``; each client is one
-  actor call carrying its own rows of the per-client states (a few vectors) and the reference to the
-  round's object, which an actor fetches once per round. The call returns the client's delta, new
-  states, step count, loss and extras.
+  the model and the task's other parts once; every actor builds its task from them once, in its
+  constructor (a backend reused for another task has its actors load that one instead).
+- **Per round**: ``x``, the solver's broadcast and the solver itself (a few options) go out in one
+  ``ray.put``; each client is one actor call carrying its own rows of the per-client states (a few
+  vectors) and the reference to the round's object, which an actor fetches once per round. The
+  call returns the client's delta, new states, step count, loss and extras.
 - **Same numbers**: an actor trains its client with the sequential backend's own code
   (:class:`~fedhet.backends.sequential.SequentialBackend` on a one-client cohort, as the processes
   backend's workers do); each client's computation depends only on ``(x, its states, broadcast,
@@ -286,8 +288,9 @@ class ActorPool:
         try:
             ray.get([slot.handle.load.remote(self.skeleton_ref, self.data_ref) for slot in live])
         except ray.exceptions.RayActorError:
-            for slot in live:          # a dead one is replaced (with the new task) at its next call
-                slot.alive = slot.alive and _responds(slot.handle)
+            for slot in live:
+                if not _responds(slot.handle):
+                    self.replace(slot)      # started with the new task's references
 
     def _start(self) -> Any:
         device = "cuda" if self.task.device.type == "cuda" else "cpu"
@@ -370,8 +373,11 @@ class RayBackend:
 
     name = "ray"
 
-    def __init__(self, settings: RaySettings = RaySettings(), *, threads: Optional[int] = None):
-        """``threads`` (``run.threads``) caps the CPUs of a local Ray this backend starts."""
+    def __init__(self, settings: RaySettings = RaySettings(), *, threads: Optional[int] = None,
+                 connect: bool = False):
+        """``threads`` (``run.threads``) caps the CPUs of a local Ray this backend starts.
+        ``connect``: join (or start) Ray now, so that a wrong ``run.ray_address`` is reported
+        before any round; else at the first round. The actors start at the first round."""
         import_ray()        # a missing extra is reported at selection, before any work
         self.settings = settings
         self.threads = threads
@@ -380,6 +386,8 @@ class RayBackend:
         # Called in the driver with each client's cohort position as its result arrives (tests use
         # it to disturb a round in flight; a progress display could too).
         self.on_client_done: Optional[Callable[[int], None]] = None
+        if connect:
+            self._connect()
 
     # -- lifecycle --
 

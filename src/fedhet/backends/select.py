@@ -107,7 +107,8 @@ def _ray_backend(task: FederatedTask, config: Any) -> tuple[Any, str]:
     if task.device.type == "cuda" and settings.gpus_per_actor <= 0:
         raise FedhetError("run.backend = 'ray' with a task on a GPU needs run.ray_gpus_per_actor > 0 "
                           "(e.g. 0.5 puts two actors on each GPU), or run.device = 'cpu'")
-    backend = RayBackend(settings, threads=config.run.threads if config is not None else None)
+    # Connected now: a wrong run.ray_address stops the run before its first checkpoint.
+    backend = RayBackend(settings, threads=config.run.threads if config is not None else None, connect=True)
     where = f"cluster at {settings.address}" if settings.address is not None else "a local Ray"
     actors = f"{settings.actors} actors" if settings.actors is not None else "one actor per free share of CPUs"
     return backend, (f"requested: {actors} on {where}, {settings.cpus_per_actor:g} CPU(s) and "
