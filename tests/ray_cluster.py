@@ -30,6 +30,7 @@ RAY = str(Path(sys.executable).with_name("ray"))
 FAST_HEALTH_CHECKS = {"RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "1000",
                       "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "3"}
 _WORKER_PORTS = 24
+OBJECT_STORE_BYTES = 200 * 1024 * 1024
 
 
 def free_port() -> int:
@@ -88,17 +89,21 @@ class LoopbackRayCluster:
     def _start(self, args: list[str], log_name: str) -> subprocess.Popen:
         log = open(self.root / log_name, "w")
         try:
+            # A small object store (the default claims 30% of the machine's memory per node).
             return subprocess.Popen([RAY, "start", "--block", "--node-ip-address", "127.0.0.1",
-                                     "--disable-usage-stats", *args, *self._ports()],
+                                     "--disable-usage-stats", "--object-store-memory", str(OBJECT_STORE_BYTES),
+                                     *args, *self._ports()],
                                     stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
         finally:
             log.close()
 
     def start(self, workers: int = 2, timeout: float = 90.0) -> str:
-        port = free_port()
-        client_port = free_port()
-        self._taken.update({port, client_port})
+        port, client_port, dashboard_port = free_port(), free_port(), free_port()
+        self._taken.update({port, client_port, dashboard_port})
+        # The dashboard's port too: with --include-dashboard false Ray still runs a minimal dashboard
+        # head, which would otherwise take the default 8265 that another cluster may hold.
         self.nodes.append(self._start(["--head", "--port", str(port), "--ray-client-server-port", str(client_port),
+                                       "--dashboard-port", str(dashboard_port), "--dashboard-host", "127.0.0.1",
                                        "--num-cpus", str(self.head_cpus), "--include-dashboard", "false",
                                        "--temp-dir", str(self.root / "ray")], "head.log"))
         self.address = f"127.0.0.1:{port}"
