@@ -29,6 +29,7 @@ from fedhet.backends.ray_backend import (RayBackend, RayClusterUnreachableError,
 from fedhet.backends.select import BACKENDS, select_backend  # noqa: E402
 from fedhet.backends.sequential import SequentialBackend  # noqa: E402
 from fedhet.config.options import ConfigError  # noqa: E402
+from fedhet.errors import FedhetError  # noqa: E402
 from fedhet.config.schema import load_config  # noqa: E402
 from fedhet.engine import checkpoint as ckpt  # noqa: E402
 from fedhet.engine.callbacks import Callback, read_metrics  # noqa: E402
@@ -252,3 +253,9 @@ def test_no_actor_left_and_none_startable_stops_the_round(local_ray, monkeypatch
             backend.train_cohort(task, solver, work)
     finally:
         backend.close()
+
+
+def test_without_ray_installed_the_backend_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)          # makes `import ray` fail
+    with pytest.raises(FedhetError, match=r"pip install 'fedhet\[ray\]'"):
+        RayBackend(RaySettings())
