@@ -46,9 +46,10 @@ from machine import machine  # noqa: E402
 ROOT = HERE.parent
 FEDHET_PYTHON = ROOT / ".venv" / "bin" / "python"
 PEERS_PYTHON = HERE / ".venv-peers" / "bin" / "python"
-ALL_IMPLS = ["floor", "fedhet-sequential", "fedhet-processes", "fedhet-vectorized", "fedhet-auto", "flower", "fedlab"]
+ALL_IMPLS = ["floor", "fedhet-sequential", "fedhet-processes", "fedhet-ray", "fedhet-vectorized", "fedhet-auto",
+             "flower", "fedlab"]
 PEERS = {"flower", "fedlab"}
-CPU_ONLY = PEERS | {"fedhet-processes"}
+CPU_ONLY = PEERS | {"fedhet-processes", "fedhet-ray"}
 
 
 def command_for(impl: str, model: str, rounds: int, device: str = "cpu") -> tuple[list[str], dict[str, str]]:
@@ -219,7 +220,10 @@ def summarize(runs: list[dict], models: list[str], impls: list[str]) -> list[dic
                 "final_accuracy": statistics.median(r["final_accuracy"] for r in good),
                 "cpu_seconds": statistics.median(r["cpu_seconds"] for r in good),
                 "peak_rss_mib": max(r["peak_rss_mib"] for r in good), "peak_pss_mib": max(r["peak_pss_mib"] for r in good),
-                "backend": good[0].get("backend"), "notes": good[0].get("notes")})
+                "backend": good[0].get("backend"), "notes": good[0].get("notes"),
+                # fedhet's own split (impl_fedhet.py): round 1 starts the workers; setup is before the stopwatch.
+                **{key: statistics.median(r[key] for r in good) for key in
+                   ("first_round_seconds", "later_round_seconds", "setup_seconds") if all(key in r for r in good)}})
     return rows
 
 
@@ -227,19 +231,26 @@ def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# Workload W, {meta['date']}", "", f"Machine: {meta['machine']}; load average at start "
              f"{meta['load_start']}, at end {meta['load_end']}.", "", f"Command: `{meta['command']}`", "",
              "| model | implementation | wall s (median) | s/round | ratio to floor | final acc. | CPU s (tree) "
-             "| peak RSS MiB | peak PSS MiB | runs (wall s) |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "| peak RSS MiB | peak PSS MiB | runs (wall s) | round 1 s | later rounds s/round | setup s |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
     for row in rows:
         if "error" in row:
             lines.append(f"| {row['model']} | {row['impl']} | failed: {row['error'].splitlines()[-1][:120] if row['error'] else ''} "
-                         "| | | | | | | |")
+                         "| | | | | | | | | | |")
             continue
         ratio = f"{row['ratio_to_floor']:.2f}" if row["ratio_to_floor"] is not None else "-"
         lines.append(f"| {row['model']} | {row['impl']} | {row['wall_seconds']:.2f} | {row['seconds_per_round']:.3f} "
                      f"| {ratio} | {row['final_accuracy']:.4f} | {row['cpu_seconds']:.1f} | {row['peak_rss_mib']:.0f} "
-                     f"| {row['peak_pss_mib']:.0f} | {', '.join(f'{w:.2f}' for w in row['wall_all'])} |")
+                     f"| {row['peak_pss_mib']:.0f} | {', '.join(f'{w:.2f}' for w in row['wall_all'])} "
+                     f"| {_seconds(row, 'first_round_seconds', 2)} | {_seconds(row, 'later_round_seconds', 3)} "
+                     f"| {_seconds(row, 'setup_seconds', 2)} |")
     for note in meta.get("notes", []):
         lines += ["", f"Note: {note}"]
     return "\n".join(lines) + "\n"
+
+
+def _seconds(row: dict, key: str, digits: int) -> str:
+    return f"{row[key]:.{digits}f}" if key in row else "-"
 
 
 def gpu_name() -> str:

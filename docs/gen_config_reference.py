@@ -79,6 +79,12 @@ def render() -> str:
             if entry.summary:
                 lines += [entry.summary, ""]
             lines += _options_table(describe_options(entry.options_cls), section)
+    from fedhet.experiments.sweep_options import SweepOptions
+
+    lines += ["## `[sweep]`", "", "How `fedhet sweep` executes the runs of a base file (ignored by `fedhet run`); "
+              "the command line's `--executor`, `--jobs` and `--ray-*` flags override these keys. "
+              "See [Experiments: sweeps on a Ray cluster](experiments.md#sweeps-on-a-ray-cluster).", ""]
+    lines += _options_table(describe_options(SweepOptions), "sweep")
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@
     fedhet options [SECTION [NAME]]          list components and their options
     fedhet init [--preset NAME] [PATH] [--force] [--list]   write a starter config (a shipped preset)
     fedhet sweep CONFIG [--grid key=v1,v2 ...] [--seeds 1,2,3] [--variants FILE] [--jobs N] ...
+                 [--executor ray [--ray-address auto] [--ray-cpus-per-run N]]   runs as Ray tasks
     fedhet report RUN_DIR... --out DIR [--target 0.8] [--group-by KEY,...]
     fedhet tune CONFIG --param KEY=SPEC ... [--sampler grid|optuna] [--criterion train_loss@R] ...
     fedhet claims {list,run,report} [--full] [--only ID,...]   the papers' claims and their verdicts
@@ -109,7 +110,10 @@ def _command_sweep(args: argparse.Namespace) -> int:
 
     return sweep_command(args.config, grids=args.grid or [], seeds=args.seeds, variants=args.variants,
                          only=args.only, sets=args.set or [], out=args.out, jobs=args.jobs,
-                         skip_missing=args.skip_missing, overwrite=args.overwrite, dry_run=args.dry_run)
+                         skip_missing=args.skip_missing, overwrite=args.overwrite, dry_run=args.dry_run,
+                         executor=args.executor, ray_address=args.ray_address, ray_cpus_per_run=args.ray_cpus_per_run,
+                         ray_gpus_per_run=args.ray_gpus_per_run, ray_transfer=args.ray_transfer,
+                         ray_max_attempts=args.ray_max_attempts)
 
 
 def _command_report(args: argparse.Namespace) -> int:
@@ -141,6 +145,18 @@ def _add_experiment_commands(sub) -> None:
     sweep.add_argument("--overwrite", action="store_true",
                        help="rerun from scratch runs whose directory holds a different configuration")
     sweep.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
+    sweep.add_argument("--executor", choices=("local", "ray"),
+                       help="local: worker processes here (--jobs); ray: each run a Ray task on a cluster "
+                            "(needs fedhet[ray]; default: the base file's sweep.executor, else local)")
+    sweep.add_argument("--ray-address", metavar="ADDRESS",
+                       help="ray executor: join this cluster ('auto', or host:port); default: a local Ray")
+    sweep.add_argument("--ray-cpus-per-run", type=float, metavar="N", help="ray executor: CPUs per run (default 1)")
+    sweep.add_argument("--ray-gpus-per-run", type=float, metavar="N", help="ray executor: GPUs per run (default 0)")
+    sweep.add_argument("--ray-transfer", choices=("auto", "files", "shared"),
+                       help="ray executor: write run directories in place (shared filesystem), ship their files "
+                            "back from the nodes (files), or check per node (auto, the default)")
+    sweep.add_argument("--ray-max-attempts", type=int, metavar="N",
+                       help="ray executor: attempts of a run whose node or worker died (default 3)")
     sweep.set_defaults(handler=_command_sweep)
     report = sub.add_parser("report", help="tables (mean ± std over seeds) and plots from run directories",
                             description="Group runs by setting and algorithm; write report.md, report.json and a "

@@ -60,8 +60,8 @@ def test_explicit_backends_and_unknown_names(cores):
         backend, reason = select.select_backend(name, task, config)
         assert backend.name == name and reason.startswith("requested")
         getattr(backend, "close", lambda: None)()
-    with pytest.raises(ValueError, match="allowed: auto, sequential, vectorized, processes"):
-        select.select_backend("ray", task, config)
+    with pytest.raises(ValueError, match="allowed: auto, sequential, vectorized, processes, ray"):
+        select.select_backend("threads", task, config)
     with pytest.raises(ConfigError):
         load_config(None, ["run.backend=threads"])
 

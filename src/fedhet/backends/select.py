@@ -11,6 +11,9 @@
    one and forked workers);
 3. otherwise ``sequential`` (one core, or a model so small that the messages would dominate).
 
+``ray`` is never picked by ``auto``: it runs on this machine or a cluster (``run.ray_address``) and
+is chosen explicitly, with its resources (``run.ray_*``) stated in the config (docs/ray.md).
+
 The vectorised backend is never picked on a CPU: with one thread a vmap over clients is no faster
 than the loop (benchmarks/README.md has the measurement), and with several threads the worker
 processes use the cores with no synchronisation at all. Every backend gives the sequential
@@ -27,7 +30,7 @@ from fedhet.backends.sequential import SequentialBackend
 from fedhet.backends.vectorized import VectorizedBackend, unsupported_reason
 from fedhet.core.task import FederatedTask
 
-BACKENDS = ("auto", "sequential", "vectorized", "processes")
+BACKENDS = ("auto", "sequential", "vectorized", "processes", "ray")
 
 # Below this many parameter-example products per local step (d x B; the FedAvg MLP with B = 32 has
 # 6.4e6), a step is so short that the per-round messages to worker processes would eat the gain
@@ -74,7 +77,10 @@ def select_backend(name: str, task: FederatedTask, config: Any = None) -> tuple[
             return SequentialBackend(), "processes requested, but this platform cannot fork: sequential instead"
         return ProcessPoolBackend(cpus), f"requested: {_processes(cpus)}"
 
-    # auto
+    if name == "ray":
+        return _ray_backend(task, config)
+
+    # auto: never ray (see the module docstring)
     if not on_cpu:
         return _vectorized_or_sequential(task, _solver_from(config), f"auto: {task.device.type} device")
     if cpus < 2:
@@ -88,3 +94,22 @@ def select_backend(name: str, task: FederatedTask, config: Any = None) -> tuple[
         return SequentialBackend(), (f"auto: a local step is tiny (d x B = {step_work:.2g} < {PROCESS_MIN_STEP_WORK:.0e}), "
                                      f"so messages to worker processes would cost more than they save")
     return ProcessPoolBackend(cpus), f"auto: CPU with {cpus} usable cores: {_processes(cpus)}"
+
+
+def _ray_backend(task: FederatedTask, config: Any) -> tuple[Any, str]:
+    # Imported here: the module is light, but Ray itself is an optional extra (fedhet[ray]).
+    from fedhet.backends.ray_backend import RayBackend, RaySettings
+    from fedhet.errors import FedhetError
+
+    settings = RaySettings.from_run_options(config.run) if config is not None else RaySettings()
+    if task.device.type not in ("cpu", "cuda"):
+        raise FedhetError(f"run.backend = 'ray' runs on CPUs or CUDA GPUs; this task is on {task.device}")
+    if task.device.type == "cuda" and settings.gpus_per_actor <= 0:
+        raise FedhetError("run.backend = 'ray' with a task on a GPU needs run.ray_gpus_per_actor > 0 "
+                          "(e.g. 0.5 puts two actors on each GPU), or run.device = 'cpu'")
+    # Connected now: a wrong run.ray_address stops the run before its first checkpoint.
+    backend = RayBackend(settings, threads=config.run.threads if config is not None else None, connect=True)
+    where = f"cluster at {settings.address}" if settings.address is not None else "a local Ray"
+    actors = f"{settings.actors} actors" if settings.actors is not None else "one actor per free share of CPUs"
+    return backend, (f"requested: {actors} on {where}, {settings.cpus_per_actor:g} CPU(s) and "
+                     f"{settings.gpus_per_actor:g} GPU(s) each")

@@ -11,7 +11,8 @@ Sections::
     [server]         name = "fedavg" | "fedaware" | ...               + that method's options
 
 and optionally a top-level ``algorithm = "scaffold"`` that picks the client and server pair of a
-named algorithm (explicit ``client.name`` / ``server.name`` still win). Each component's options are
+named algorithm (explicit ``client.name`` / ``server.name`` still win). A ``[sweep]`` table says how
+``fedhet sweep`` executes the runs (:mod:`fedhet.experiments.sweep_options`); a run ignores it. Each component's options are
 validated against its registered dataclass: unknown keys, wrong types and out-of-range values raise
 :class:`ConfigError` naming the key, the value and what is allowed.
 """
@@ -42,14 +43,30 @@ class RunOptions:
     eval_every: int = option(1, ge=1, help="evaluate on the test set every this many rounds (and at the last round)")
     out_dir: str = option("runs", help="directory that holds run directories")
     device: str = option("auto", help="'auto' (a CUDA GPU when present, else CPU), 'cpu', 'cuda', 'cuda:N' or 'mps'")
-    backend: str = option("auto", choices=("auto", "sequential", "vectorized", "processes"),
+    backend: str = option("auto", choices=("auto", "sequential", "vectorized", "processes", "ray"),
                           help="execution backend; 'auto': vectorized on a GPU, processes on a CPU with "
                                "two or more usable cores and a model big enough, else sequential (the run logs the "
-                               "choice and why); the numbers are the same (to rounding for vectorized)")
+                               "choice and why); 'ray' (never chosen by auto): Ray actors on this machine or a "
+                               "cluster (run.ray_*, docs/ray.md); the numbers are the same (to rounding for "
+                               "vectorized)")
     threads: Optional[int] = option(None, ge=1, help="CPUs the run may keep busy (capped at those this process may "
                                                      "use): this process's torch threads and the processes backend's "
                                                      "process count; default: one torch thread, and the processes "
                                                      "backend uses every usable CPU")
+    ray_address: Optional[str] = option(None, help="run.backend = 'ray': the Ray cluster to join, 'auto' or "
+                                                   "'host:port' of its head; default: start a private local Ray "
+                                                   "for the run and stop it at the end")
+    ray_actors: Optional[int] = option(None, ge=1, help="run.backend = 'ray': worker actors; default: as many as "
+                                                       "the cluster's CPUs (and GPUs) allow at the per-actor "
+                                                       "resources (the local Ray gets this process's usable CPUs, "
+                                                       "capped by run.threads)")
+    ray_cpus_per_actor: float = option(1.0, gt=0, help="run.backend = 'ray': CPUs each actor reserves; it runs "
+                                                     "that many torch threads (at least one; bitwise the sequential "
+                                                     "numbers with one)")
+    ray_gpus_per_actor: float = option(0.0, ge=0, help="run.backend = 'ray': GPUs (fractions allowed) each actor "
+                                                     "reserves; needed when run.device is a GPU")
+    ray_retries: int = option(3, ge=0, help="run.backend = 'ray': times a client whose actor died is run again on "
+                                           "another actor within a round before the run stops")
     dtype: str = option("float32", choices=("float32", "float64"), help="parameter and compute dtype")
     eval_batch_size: int = option(2000, ge=1, help="most examples per forward pass of an evaluation (test set, "
                                                    "per-client); on a CPU fewer, so that the model's largest "
@@ -88,6 +105,10 @@ class RunOptions:
         check_tracking_options(self, section)
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device):
             raise ConfigError(f"{section}.device", self.device, "allowed: auto, cpu, cuda, cuda:N, mps")
+        if self.ray_address is not None and not re.fullmatch(r"auto|(ray://)?[^\s:/]+:\d{1,5}", self.ray_address):
+            raise ConfigError(f"{section}.ray_address", self.ray_address,
+                              "allowed: 'auto' or the head's 'host:port' (e.g. '127.0.0.1:6379'), or unset for a local Ray")
+
         check_name(f"{section}.name", self.name)
 
 
@@ -153,6 +174,9 @@ def resolve_config(raw: Mapping[str, Any]) -> ExperimentConfig:
     """Validate a raw nested mapping (parsed TOML plus overrides) into an :class:`ExperimentConfig`."""
     _ensure_components_loaded()
     for key, value in raw.items():
+        if key == "sweep":
+            # How `fedhet sweep` executes the runs (fedhet.experiments.sweep_options), not what a run computes.
+            continue
         if key not in SECTIONS:
             raise ConfigError(key, value if not isinstance(value, dict) else "{...}",
                               "unknown section; allowed: " + ", ".join(SECTIONS))

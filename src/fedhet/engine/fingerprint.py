@@ -19,7 +19,11 @@ from fedhet.errors import FedhetError
 # run.rounds: more (or fewer, not below the rounds done) rounds continue the same trajectory.
 # run.progress, run.threads: display and torch intra-op threads (one per process by default; the
 # kernels fedhet uses give the same bits). run.out_dir: where the directory is, not what it holds.
-RESUMABLE_KEYS = ("run.rounds", "run.progress", "run.threads", "run.out_dir")
+# run.backend and the Ray backend's resources: where the clients run, not what they compute (every
+# backend gives the sequential backend's numbers, bitwise for processes and ray, to rounding for
+# vectorized), so a run started on a laptop may continue on a Ray cluster.
+RESUMABLE_KEYS = ("run.rounds", "run.progress", "run.threads", "run.out_dir", "run.backend", "run.ray_address",
+                  "run.ray_actors", "run.ray_cpus_per_actor", "run.ray_gpus_per_actor", "run.ray_retries")
 
 
 class ConfigChangedError(FedhetError, ValueError):
@@ -57,7 +61,11 @@ def check_fingerprint(saved: Mapping[str, Any] | None, config: ExperimentConfig,
     if saved is None or saved.get("sha256") == current["sha256"]:
         return
     old, new = dict(saved.get("values", {})), current["values"]
-    keys = sorted(key for key in set(old) | set(new) if old.get(key, "<unset>") != new.get(key, "<unset>"))
+    # A checkpoint written before a key became resumable has it among its values: not a difference.
+    keys = sorted(key for key in set(old) | set(new)
+                  if key not in RESUMABLE_KEYS and old.get(key, "<unset>") != new.get(key, "<unset>"))
+    if not keys and old:
+        return
     shown = ", ".join(f"{key} ({old.get(key, '<unset>')!r} -> {new.get(key, '<unset>')!r})" for key in keys[:8])
     more = f" and {len(keys) - 8} more" if len(keys) > 8 else ""
     raise ConfigChangedError(

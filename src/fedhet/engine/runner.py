@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Optional
 import torch
 
 from fedhet.backends.base import usable_cpus
+from fedhet.backends.ray_backend import RayWorkersLostError
 from fedhet.backends.select import select_backend
 from fedhet.config.schema import ExperimentConfig, config_to_toml, load_config, parse_override
 from fedhet.core.dataset import DatasetBundle, TensorDataset
@@ -200,6 +201,9 @@ class RunHandle:
             record, cohort = self.simulator.run_round()
         except TrainingDivergedError as error:
             raise TrainingDivergedError(f"{error}. The last checkpoint in {self.run_dir} is intact.") from None
+        except RayWorkersLostError as error:
+            raise RayWorkersLostError(f"{error}. The last checkpoint in {self.run_dir} is intact; continue with "
+                                      f"`fedhet run --resume {self.run_dir}`.") from None
         if len(cohort):
             self.pending_losses.append(float(cohort.train_loss.mean()))
         round_number = record["round"]

@@ -21,11 +21,18 @@ def _print(message: str, stream: TextIO) -> None:
 def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str] = None,
                   variants: Optional[str] = None, only: Optional[str] = None, sets: Sequence[str] = (),
                   out: Optional[str] = None, jobs: Optional[int] = None, skip_missing: bool = False,
-                  overwrite: bool = False, dry_run: bool = False, stdout: Optional[TextIO] = None,
+                  overwrite: bool = False, dry_run: bool = False, executor: Optional[str] = None,
+                  ray_address: Optional[str] = None, ray_cpus_per_run: Optional[float] = None,
+                  ray_gpus_per_run: Optional[float] = None, ray_transfer: Optional[str] = None,
+                  ray_max_attempts: Optional[int] = None, stdout: Optional[TextIO] = None,
                   stderr: Optional[TextIO] = None) -> int:
+    """``executor`` and the ``ray_*`` values override the base file's ``[sweep]`` table
+    (:mod:`fedhet.experiments.sweep_options`); None leaves the table's value."""
+    from fedhet.core.options import options_to_dict
     from fedhet.experiments.grid import SweepError, load_variants, parse_grid, parse_seeds, select_variants
     from fedhet.experiments.plan import plan_sweep, run_state
     from fedhet.experiments.sweep import run_sweep
+    from fedhet.experiments.sweep_options import sweep_options
 
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     try:
@@ -38,6 +45,9 @@ def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str
             variant_list = select_variants(variant_list, [name.strip() for name in only.split(",") if name.strip()])
         plan = plan_sweep(config, grids=axes, seeds=seed_list, variants=variant_list, sets=sets, out_dir=out,
                           skip_missing=skip_missing)
+        options = sweep_options(options_to_dict(plan.options), {
+            "executor": executor, "ray_address": ray_address, "ray_cpus_per_run": ray_cpus_per_run,
+            "ray_gpus_per_run": ray_gpus_per_run, "ray_transfer": ray_transfer, "ray_max_attempts": ray_max_attempts})
     except (ConfigError, SweepError) as error:
         _print(f"fedhet sweep: {error}", stderr)
         return EXIT_INPUT_ERROR
@@ -54,7 +64,7 @@ def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str
             _print(f"{state:<8} {run.name}" + (f"  (conflict: {conflict})" if conflict else ""), stdout)
         return EXIT_OK
     try:
-        result = run_sweep(plan, jobs=jobs, overwrite=overwrite, stream=stderr)
+        result = run_sweep(plan, jobs=jobs, overwrite=overwrite, stream=stderr, options=options)
     except SweepError as error:
         _print(f"fedhet sweep: {error}", stderr)
         return EXIT_INPUT_ERROR

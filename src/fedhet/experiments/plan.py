@@ -28,6 +28,7 @@ from fedhet.config.schema import ExperimentConfig, apply_overrides, load_config,
 from fedhet.core.options import ConfigError
 from fedhet.engine.checkpoint import has_checkpoint
 from fedhet.experiments.grid import GridAxis, SweepError, Variant, run_name, setting_name
+from fedhet.experiments.sweep_options import SECTION as SWEEP_SECTION, SweepOptions, sweep_options
 from fedhet.names import check_name
 
 SWEEP_RUN_FILE = "sweep_run.json"      # in each run directory: the run's variant, grid values, seed
@@ -72,6 +73,8 @@ class SweepPlan:
     out_dir: Path
     runs: tuple[PlannedRun, ...]
     skipped: tuple[SkippedSetting, ...] = ()
+    # How to execute the sweep (fedhet.experiments.sweep_options): the base file's [sweep] table.
+    options: SweepOptions = SweepOptions()
 
 
 def is_missing_component(error: ConfigError) -> bool:
@@ -124,6 +127,8 @@ def plan_sweep(config_path: str | Path, *, grids: Sequence[GridAxis] = (), seeds
     """
     base_path = Path(config_path)
     raw = _read_base(base_path)
+    # The [sweep] table says how to execute the runs, not what they compute: not part of their configs.
+    options = sweep_options(raw.pop(SWEEP_SECTION, None))
     common = _normalise_overrides(sets)
     for key in ("run.seed", "run.name", "run.out_dir"):
         if key in common:
@@ -167,7 +172,7 @@ def plan_sweep(config_path: str | Path, *, grids: Sequence[GridAxis] = (), seeds
     if duplicates:
         raise SweepError("two settings give the same run name (values that differ only in characters "
                          f"replaced in names): {', '.join(duplicates)}")
-    return SweepPlan(base_path, base_name, out, tuple(runs), tuple(skipped))
+    return SweepPlan(base_path, base_name, out, tuple(runs), tuple(skipped), options)
 
 
 # --- the state of a run's directory -------------------------------------------------------------

@@ -10,6 +10,10 @@ so a core per run is the fastest way through a sweep. The default is one job per
 A failed run does not stop the sweep: it is reported (with the end of its ``sweep.log``) and the
 sweep's result lists it; running the same sweep again retries it (resuming from its checkpoint when
 it has one). Interrupting the sweep (Ctrl-C) stops the workers; running it again resumes.
+
+With ``executor = "ray"`` (``--executor ray`` or the base file's ``[sweep]`` table) the runs are Ray
+tasks on a cluster instead, one resource bundle each (:mod:`fedhet.experiments.ray_sweep`); the
+plan, the skipping and resuming, the manifest and the progress view are the same.
 """
 from __future__ import annotations
 
@@ -31,16 +35,10 @@ from fedhet.experiments.plan import (FINISHED, NEW, RESUME, SWEEP_FILE, SWEEP_RU
                                      read_summary, run_state)
 from fedhet.experiments.progress import DONE, FAILED, RUNNING, SKIPPED, SweepProgress
 from fedhet.experiments.lifetime import die_with_parent
+from fedhet.experiments.sweep_options import SweepOptions
+from fedhet.experiments.sweep_outcome import RunOutcome, show_outcome, tail_of
 from fedhet.experiments.worker import LOG_FILE, execute_run
 from fedhet.core.io import atomic_write_json
-
-
-@dataclasses.dataclass
-class RunOutcome:
-    run: PlannedRun
-    status: str                      # done | skipped (finished before) | failed
-    summary: Optional[dict[str, Any]] = None
-    error: Optional[str] = None
 
 
 @dataclasses.dataclass
@@ -77,13 +75,6 @@ def check_states(plan: SweepPlan, *, overwrite: bool) -> dict[str, tuple[str, bo
         raise SweepError("run directories of this sweep hold other runs:\n" + "\n".join(conflicts)
                          + "\nchoose another --out, or pass --overwrite to rerun them from scratch")
     return states
-
-
-def _tail(path: Path, lines: int = 6) -> str:
-    try:
-        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return ""
 
 
 def _latest_record(run_dir: Path) -> Optional[dict[str, Any]]:
@@ -172,7 +163,7 @@ def _finish_worker(run: PlannedRun, process: subprocess.Popen) -> RunOutcome:
     summary = read_summary(run.run_dir)
     if process.returncode == 0 and summary is not None:
         return RunOutcome(run, DONE, summary=summary)
-    tail = _tail(run.run_dir / LOG_FILE)
+    tail = tail_of(run.run_dir / LOG_FILE)
     return RunOutcome(run, FAILED, error=f"exit status {process.returncode}; end of {run.run_dir / LOG_FILE}:\n{tail}")
 
 
@@ -196,19 +187,12 @@ def _run_workers(todo: list[tuple[PlannedRun, str]], jobs: int, view: SweepProgr
                     del running[name]
                     outcome = _finish_worker(run, process)
                     outcomes.append(outcome)
-                    _show_outcome(view, outcome)
+                    show_outcome(view, outcome)
             view.tick()
     except BaseException:
         _stop_workers(running)
         raise
     return outcomes
-
-
-def _show_outcome(view: SweepProgress, outcome: RunOutcome) -> None:
-    if outcome.status == DONE:
-        view.update(outcome.run.name, DONE, accuracy=outcome.summary.get("final_accuracy"))
-    else:
-        view.update(outcome.run.name, FAILED, note=(outcome.error or "").splitlines()[0][:80])
 
 
 def _write_manifest(plan: SweepPlan, outcomes: dict[str, RunOutcome], states: dict[str, tuple[str, bool]]) -> None:
@@ -225,25 +209,35 @@ def _write_manifest(plan: SweepPlan, outcomes: dict[str, RunOutcome], states: di
 
 
 def run_sweep(plan: SweepPlan, *, jobs: Optional[int] = None, overwrite: bool = False,
-              stream: TextIO = sys.stderr, live: Optional[bool] = None, poll_seconds: float = 0.5) -> SweepResult:
+              stream: TextIO = sys.stderr, live: Optional[bool] = None, poll_seconds: float = 0.5,
+              options: Optional[SweepOptions] = None) -> SweepResult:
     """Run every run of ``plan`` that is not finished yet; returns each run's outcome.
 
     ``overwrite``: rerun from scratch the runs whose directories hold a different configuration
     (without it they are an error); finished runs of the planned configuration are always skipped.
 
-    ``jobs``: parallel worker processes (default: one per usable core; 1 runs in this process).
+    ``options``: how to execute (default: the plan's, from the base file's ``[sweep]`` table);
+    ``executor = "ray"`` runs each run as a Ray task (:mod:`fedhet.experiments.ray_sweep`).
+    ``jobs``: the local executor's parallel worker processes (default: ``options.jobs``, else one
+    per usable core; 1 runs in this process).
     ``live``: redraw the progress block in place (default: when ``stream`` is a terminal).
     """
+    options = options if options is not None else plan.options
+    jobs = jobs if jobs is not None else options.jobs
     if jobs is not None and jobs < 1:
         raise SweepError(f"--jobs must be at least 1, got {jobs}")
+    if options.executor == "ray":
+        from fedhet.experiments.ray_sweep import import_ray
+
+        import_ray()                  # a missing extra is a one-line error before anything is written
     # One sweep at a time per output directory (two would start the same runs twice).
     with DirectoryLock(plan.out_dir, what="sweep directory"):
         return _run_sweep_locked(plan, jobs=jobs, overwrite=overwrite, stream=stream, live=live,
-                                 poll_seconds=poll_seconds)
+                                 poll_seconds=poll_seconds, options=options)
 
 
 def _run_sweep_locked(plan: SweepPlan, *, jobs: Optional[int], overwrite: bool, stream: TextIO,
-                      live: Optional[bool], poll_seconds: float) -> SweepResult:
+                      live: Optional[bool], poll_seconds: float, options: SweepOptions) -> SweepResult:
     states = check_states(plan, overwrite=overwrite)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     view = SweepProgress([(run.name, run.config.run.rounds) for run in plan.runs], stream, live=live)
@@ -261,12 +255,18 @@ def _run_sweep_locked(plan: SweepPlan, *, jobs: Optional[int], overwrite: bool, 
     _write_manifest(plan, outcomes, states)
     jobs = min(jobs or default_jobs(), max(1, len(todo)))
     try:
-        if jobs == 1:
+        if options.executor == "ray":
+            if todo:
+                from fedhet.experiments.ray_sweep import RaySweepExecutor
+
+                for outcome in RaySweepExecutor(plan, options, view, poll_seconds).run(todo):
+                    outcomes[outcome.run.name] = outcome
+        elif jobs == 1:
             for run, state in todo:
                 view.update(run.name, RUNNING, note="resumed" if state == RESUME else "")
                 outcome = _run_in_process(run, state, view)
                 outcomes[run.name] = outcome
-                _show_outcome(view, outcome)
+                show_outcome(view, outcome)
         else:
             for outcome in _run_workers(todo, jobs, view, poll_seconds):
                 outcomes[outcome.run.name] = outcome

@@ -24,21 +24,25 @@ LOG_FILE = "sweep.log"
 
 
 def execute_run(config: Optional[ExperimentConfig], run_dir: Path, *, resume: bool,
-                callbacks: Iterable[Callback] = (), log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
-    """Run ``config`` in ``run_dir`` from the start, or continue the run there (``resume``)."""
+                callbacks: Iterable[Callback] = (), log: Callable[[str], None] = lambda message: None,
+                resume_sets: Sequence[str] = ()) -> dict[str, Any]:
+    """Run ``config`` in ``run_dir`` from the start, or continue the run there (``resume``).
+
+    ``resume_sets``: overrides of keys that keep the results (``run.threads=2``; see
+    :func:`fedhet.engine.runner.resume_run`) applied to a resumed run's saved configuration."""
     from fedhet.config.schema import load_config
     from fedhet.engine.checkpoint import CheckpointError
     from fedhet.engine.runner import resume_run, run_experiment
 
     if resume:
         try:
-            return resume_run(run_dir, callbacks=callbacks, log=log)
+            return resume_run(run_dir, callbacks=callbacks, log=log, sets=resume_sets)
         except CheckpointError as error:
             # Neither checkpoint.pt nor checkpoint.prev.pt is usable (e.g. truncated): a sweep run
             # has its planned configuration in config.toml, so it starts again rather than
             # failing on every re-run of the sweep.
             log(f"{error}; starting this run again from round 0")
-            return run_experiment(load_config(run_dir / "config.toml"), run_dir, overwrite=True,
+            return run_experiment(load_config(run_dir / "config.toml", list(resume_sets)), run_dir, overwrite=True,
                                   callbacks=callbacks, log=log)
     if config is None:
         raise ValueError("a new run needs its configuration")
