@@ -52,10 +52,11 @@ def test_direction_is_gradient_plus_the_analytic_regulariser_gradient(name):
     generator = torch.Generator().manual_seed(11)
     x = torch.randn(DIM, generator=generator, dtype=torch.float64)
     w = x + torch.randn(DIM, generator=generator, dtype=torch.float64)
-    global_state = solver.init_global(x)
+    stage = solver.server_stage()
+    global_state = stage.init(x, None) if stage is not None else {}
     # Give the global state a non-zero value too (SCAFFOLD's c, FedCM's Delta).
     global_state = {key: torch.randn(DIM, generator=generator, dtype=torch.float64) for key in global_state}
-    broadcast = solver.broadcast(global_state)
+    broadcast = stage.broadcast(global_state) if stage is not None else {}
     client_state = random_state(solver, generator)
     local = solver.begin(x, client_state, broadcast, 0.1)
 

@@ -194,8 +194,10 @@ def test_aware_composes_with_every_registered_gradient_step_method(name):
 def test_feddyn_refuses_aware_when_registered():
     if "feddyn" not in SERVERS:
         pytest.skip("feddyn is not registered")
+    from fedhet.algorithms import build_parts
+    from fedhet.client.feddyn import FedDynOptions
     with pytest.raises(ConfigError, match="server.aware"):
-        server("feddyn", aware=True)
+        build_parts("feddyn", FedDynOptions(), "feddyn", ServerOptions(aware=True))
 
 
 def test_unknown_aware_layer_is_a_config_error_naming_the_aware_option():

@@ -9,7 +9,9 @@ as in optax; composition, not inheritance, builds the named methods: FedYogi = d
 after the optimiser replaces ``u`` (the AWARE extension: ``u`` projected onto FedAWARE's direction);
 :func:`compose` builds every named method and applies the options common to all of them.
 
-A **server method** is anything with ``init(params, context) -> state`` and
+A **server method** is anything with ``init(params, context) -> state``,
+``broadcast(state) -> {name: tensor}`` (what clients receive; server-side state a local solver
+needs lives here, docs/design.md "Server-side state") and
 ``step(state, params, cohort, context) -> (new_params, state, metrics)``; :class:`ComposedServer` is
 the usual one.
 """
@@ -36,7 +38,6 @@ class ServerContext:
     client_sizes: torch.Tensor                          # [N] examples per client
     make_store: Callable[..., ClientStore]
     participation_probabilities: Optional[torch.Tensor] = None   # known p_n, when the process has them
-    solver: Any = None                                  # the local solver (FedNova asks it for a_i)
     client_learning_rate: float = 0.0                   # eta_l the clients used this round (after decay)
     param_names: tuple[str, ...] = ()                   # for per-layer options (store subsets)
     param_slices: Callable[..., torch.Tensor] | None = None
@@ -78,6 +79,24 @@ class StepTransform(Protocol):
               context: ServerContext) -> tuple[torch.Tensor, dict[str, Any], dict[str, float]]:
         """``(new_update, new_state, metrics)``."""
         ...
+
+
+class ServerStage(Protocol):
+    """Server-side state that a local solver needs (SCAFFOLD's ``c``, FedCM's ``Delta``, FedADMM's
+    ``x^0``), owned by the server method (docs/design.md, "Server-side state").
+
+    The solver names its stage (:meth:`fedhet.client.base.LocalSolver.server_stage`);
+    :func:`fedhet.algorithms.build` hands it to the server method, whose state holds the stage's
+    state (checkpointed with it). ``update`` runs first in every :meth:`ComposedServer.step`, on the
+    round's cohort and the model ``x`` the clients started from; ``broadcast`` is what every client
+    receives at the start of the next round (:meth:`ComposedServer.broadcast`).
+    """
+
+    def init(self, params: torch.Tensor, context: ServerContext) -> Any: ...
+
+    def update(self, state: Any, cohort: Cohort, context: ServerContext, params: torch.Tensor) -> Any: ...
+
+    def broadcast(self, state: Any) -> dict[str, torch.Tensor]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,7 +163,9 @@ class ServerSGD:
 
 class ComposedServer:
     """Aggregator, then optimiser: ``G = aggregate(cohort)``, ``u = optimiser(G)``, ``x <- x - u``;
-    with an optional :class:`StepTransform` between ``u`` and the step (``u <- transform(u)``).
+    with an optional :class:`StepTransform` between ``u`` and the step (``u <- transform(u)``) and
+    an optional :class:`ServerStage` holding server-side state the local solver needs (updated
+    first in every round, published by :meth:`broadcast`).
 
     A round whose aggregator returns no ``G`` (e.g. nobody participated) leaves ``x`` and the
     optimiser state unchanged. Reports ``pseudo_grad_norm = ||G||`` and ``update_norm = ||u||``
@@ -152,20 +173,38 @@ class ComposedServer:
     """
 
     def __init__(self, aggregator: Aggregator, optimizer: ServerOptimizer,
-                 transform: Optional[StepTransform] = None):
+                 transform: Optional[StepTransform] = None, stage: Optional[ServerStage] = None):
         self.aggregator = aggregator
         self.optimizer = optimizer
         self.transform = transform
+        self.stage = stage
+
+    def with_stage(self, stage: Optional[ServerStage]) -> "ComposedServer":
+        """This method with ``stage`` (a local solver's :class:`ServerStage`; None: unchanged)."""
+        if stage is None:
+            return self
+        if self.stage is not None:
+            raise ValueError("a server method holds one solver stage; this one has one already")
+        return ComposedServer(self.aggregator, self.optimizer, self.transform, stage)
 
     def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
         state = {"aggregator": self.aggregator.init(params, context), "optimizer": self.optimizer.init(params)}
         if self.transform is not None:
             state["transform"] = self.transform.init(params, context)
+        if self.stage is not None:
+            state["stage"] = self.stage.init(params, context)
         return state
 
+    def broadcast(self, state) -> dict[str, torch.Tensor]:
+        """What every client receives at the start of a round: the stage's broadcast (none without one)."""
+        return self.stage.broadcast(state["stage"]) if self.stage is not None else {}
+
     def step(self, state, params, cohort, context):
+        new_state = dict(state)
+        if self.stage is not None:
+            new_state["stage"] = self.stage.update(state["stage"], cohort, context, params)
         pseudo_gradient, agg_state, metrics = self.aggregator.aggregate(state["aggregator"], cohort, context)
-        new_state = dict(state, aggregator=agg_state)
+        new_state["aggregator"] = agg_state
         if self.transform is not None:
             new_state["transform"] = self.transform.observe(state["transform"], cohort, context)
         if pseudo_gradient is None:

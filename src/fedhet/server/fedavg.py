@@ -1,7 +1,7 @@
 """FedAvg (McMahan et al., 2017), with a server learning rate (Reddi et al., 2021)."""
 from __future__ import annotations
 
-from fedhet.registry import SERVERS, register_algorithm
+from fedhet.registry import SERVERS
 from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD, WeightedAverage, compose
 
 
@@ -9,6 +9,3 @@ from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD, Weighte
 def make_fedavg(options: ServerOptions) -> ComposedServer:
     """FedAvg: G = sum_S (n_i / n_S) g_i;  x <- x - eta_g G."""
     return compose(WeightedAverage(), ServerSGD(options.learning_rate), options)
-
-
-register_algorithm("fedavg", client="sgd", server="fedavg")

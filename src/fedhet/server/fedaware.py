@@ -74,7 +74,7 @@ import torch
 
 from fedhet.config.options import ConfigError, option
 from fedhet.engine.cohort import Cohort
-from fedhet.registry import SERVERS, register_algorithm
+from fedhet.registry import SERVERS
 from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD, compose, data_size_weights
 from fedhet.server.gram import gram_update, normalized_gram, submatrix
 from fedhet.server.min_norm import min_norm_weights
@@ -333,7 +333,3 @@ def make_fedaware(options: FedAwareOptions) -> ComposedServer:
     m_i <- (1-alpha) m_i + alpha g_i on S; lambda = min-norm weights of the momenta on the simplex;
     x <- x - eta_g sum lambda_i m_i (unit-normalised momenta by default)."""
     return compose(FedAwareAggregator(settings_from_options(options)), ServerSGD(options.learning_rate), options)
-
-
-register_algorithm("fedaware", client="sgd", server="fedaware")
-
