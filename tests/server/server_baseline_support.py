@@ -98,6 +98,14 @@ def assert_states_equal(left: Any, right: Any, path: str = "server") -> None:
         assert left.keys() == right.keys(), path
         for key in left:
             assert_states_equal(left[key], right[key], f"{path}.{key}")
+    elif isinstance(left, tuple) and hasattr(left, "_fields"):          # a typed (NamedTuple) state
+        assert type(left) is type(right), path
+        for key in left._fields:
+            assert_states_equal(getattr(left, key), getattr(right, key), f"{path}.{key}")
+    elif isinstance(left, (list, tuple)):
+        assert len(left) == len(right), path
+        for index, (a, b) in enumerate(zip(left, right)):
+            assert_states_equal(a, b, f"{path}[{index}]")
     elif isinstance(left, torch.Tensor):
         assert torch.equal(left, right), path
     else:

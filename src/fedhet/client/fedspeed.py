@@ -16,7 +16,8 @@ after the K_i local steps::
     ghat_i <- ghat_i - (1/lambda)(w_K - x)                            (line 13)
     xhat_i  = w_K - lambda ghat_i                                     (line 14, uploaded)
 
-and the server averages: ``x <- (1/|S|) sum_{i in S} xhat_i`` (line 16; server method ``fedspeed``,
+and the server averages: ``x <- (1/|S|) sum_{i in S} xhat_i`` (line 16; server method ``fedspeed`` of
+:mod:`fedhet.algorithms.fedspeed`,
 ``x <- x + eta_g mean_S (xhat_i - x)`` with the paper's ``eta_g = 1``). The cohort's delta is the
 effective delta ``xhat_i - x``.
 

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from fedhet.registry import SERVERS
-from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD, WeightedAverage, compose
+from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD, WeightedAverage
+from fedhet.server.methods import server_method
 
 
 @SERVERS.register("fedavg", ServerOptions)
 def make_fedavg(options: ServerOptions) -> ComposedServer:
     """FedAvg: G = sum_S (n_i / n_S) g_i;  x <- x - eta_g G."""
-    return compose(WeightedAverage(), ServerSGD(options.learning_rate), options)
+    return server_method(WeightedAverage(), ServerSGD(options.learning_rate), options)

@@ -74,8 +74,8 @@ import torch
 
 from fedhet.config.options import ConfigError, option
 from fedhet.engine.cohort import Cohort
-from fedhet.registry import SERVERS
-from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD, compose, data_size_weights
+from fedhet.server.aware_options import AwareOptions, aware_field
+from fedhet.server.base import ServerContext, ServerOptions, data_size_weights
 from fedhet.server.gram import gram_update, normalized_gram, submatrix
 from fedhet.server.min_norm import min_norm_weights
 from fedhet.store import ClientStore
@@ -90,38 +90,31 @@ _GRAM_WIDE_ROWS = 256
 
 @dataclasses.dataclass(frozen=True)
 class FedAwareOptions(ServerOptions):
-    """``[server]`` options of ``fedaware``."""
+    """``[server]`` options of ``fedaware``: :class:`~fedhet.server.aware_options.AwareOptions`
+    (declared from it) and the NA ablation."""
 
-    alpha: float = option(0.5, gt=0, le=1, symbol="alpha",
-                          help="momentum weight of the new update: m_i <- (1 - alpha) m_i + alpha g_i "
-                               "(AISTATS Eq. 3); 0.5 in the papers, 0.3 in the authors' MNIST/FMNIST scripts")
-    normalize: bool = option(True, help="unit-normalise every momentum before the min-norm solve and step along "
-                                        "sum lambda_i m_i/||m_i|| (the authors' released code); false = the "
-                                        "papers' Eq. (2) on raw momenta (much smaller steps)")
+    alpha: float = aware_field("alpha")
+    normalize: bool = aware_field("normalize")
     uniform_weights: bool = option(False, help="ablation 'FedAWARE-NA': uniform lambda over the momenta of the "
                                                "clients seen so far instead of the min-norm weights")
-    solver_tol: float = option(1e-8, ge=0, help="relative Frank-Wolfe duality-gap tolerance of the min-norm solve")
-    solver_max_iter: int = option(10000, ge=1, help="iteration cap of the min-norm solve")
-    momentum_layers: tuple[str, ...] = option(
-        default_factory=tuple,
-        help="parameter names whose coordinates the momenta keep (empty = all): lambda comes from these "
-             "coordinates and d uses it there; the other coordinates step along the FedAvg aggregate")
+    solver_tol: float = aware_field("solver_tol")
+    solver_max_iter: int = aware_field("solver_max_iter")
+    momentum_layers: tuple[str, ...] = aware_field("momentum_layers")
 
 
 @dataclasses.dataclass(frozen=True)
-class DirectionSettings:
-    """How :class:`MomentumDirection` computes ``d`` (from :class:`FedAwareOptions`, or from the
-    ``aware_*`` options of any method for the AWARE extension). ``option_prefix`` names the options
-    in error messages."""
+class DirectionSettings(AwareOptions):
+    """How :class:`MomentumDirection` computes ``d``: the :class:`AwareOptions` of FedAWARE or of
+    the AWARE extension, the NA ablation's ``uniform_weights``, the store's name, and the prefix
+    that names the options in error messages."""
 
-    alpha: float = 0.5
-    normalize: bool = True
     uniform_weights: bool = False
-    solver_tol: float = 1e-8
-    solver_max_iter: int = 10000
-    momentum_layers: tuple[str, ...] = ()
     store_name: str = "fedaware_momentum"
     option_prefix: str = "server."
+
+    @classmethod
+    def of(cls, options: AwareOptions, **values) -> "DirectionSettings":
+        return cls(**{f.name: getattr(options, f.name) for f in dataclasses.fields(AwareOptions)}, **values)
 
 
 class MomentumDirection:
@@ -293,14 +286,6 @@ def _duality_gap(q: torch.Tensor, weights: torch.Tensor) -> float:
     return float(weights @ gradient - gradient.min())
 
 
-def settings_from_options(options: FedAwareOptions) -> DirectionSettings:
-    return DirectionSettings(alpha=options.alpha, normalize=options.normalize,
-                             uniform_weights=options.uniform_weights, solver_tol=options.solver_tol,
-                             solver_max_iter=options.solver_max_iter,
-                             momentum_layers=tuple(options.momentum_layers),
-                             store_name="fedaware_momentum", option_prefix="server.")
-
-
 class FedAwareAggregator:
     """Aggregator stage of FedAWARE: updates the momenta and returns ``G = d`` (module docstring)."""
 
@@ -324,12 +309,3 @@ class FedAwareAggregator:
         if context.participation_explore:
             metrics = {**metrics, "aware_warmup": 0.0}
         return direction, state, metrics
-
-
-@SERVERS.register("fedaware", FedAwareOptions)
-def make_fedaware(options: FedAwareOptions) -> ComposedServer:
-    """FedAWARE (Zeng et al., AISTATS 2025): step along the min-norm combination of per-client momenta.
-
-    m_i <- (1-alpha) m_i + alpha g_i on S; lambda = min-norm weights of the momenta on the simplex;
-    x <- x - eta_g sum lambda_i m_i (unit-normalised momenta by default)."""
-    return compose(FedAwareAggregator(settings_from_options(options)), ServerSGD(options.learning_rate), options)

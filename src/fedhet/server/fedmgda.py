@@ -43,7 +43,8 @@ import torch
 from fedhet.config.options import option
 from fedhet.engine.cohort import Cohort
 from fedhet.registry import SERVERS
-from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD, compose
+from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD
+from fedhet.server.methods import server_method
 from fedhet.server.fedaware import weight_entropy
 from fedhet.server.gram import normalized_gram
 from fedhet.server.min_norm import min_norm_weights
@@ -201,4 +202,4 @@ def make_fedmgda_plus(options: FedMgdaOptions) -> ComposedServer:
     lambda = min-norm weights of the unit-normalised updates with |lambda_i - p_i| <= epsilon;
     x <- x - eta_g sum lambda_i g_i/||g_i||."""
     aggregator = FedMgdaAggregator(options.epsilon, options.solver_tol, options.solver_max_iter)
-    return compose(aggregator, ServerSGD(options.learning_rate), options)
+    return server_method(aggregator, ServerSGD(options.learning_rate), options)

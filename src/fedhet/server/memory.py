@@ -34,7 +34,8 @@ import torch
 
 from fedhet.engine.cohort import Cohort
 from fedhet.registry import SERVERS
-from fedhet.server.base import ServerContext, ServerOptions, ServerSGD, compose
+from fedhet.server.base import ServerContext, ServerOptions, ServerSGD
+from fedhet.server.methods import server_method
 
 MEMORY_KEY = "memory"
 SUM_KEY = "memory_sum"
@@ -120,10 +121,10 @@ class MIFAAggregation:
 @SERVERS.register("fedvarp", ServerOptions)
 def make_fedvarp(options: ServerOptions):
     """FedVarp: G = mean_S(g_n - y_n) + mean_all(y_n); y_n <- g_n on S; x <- x - eta_g G (Jhunjhunwala et al. 2022)."""
-    return compose(FedVarpAggregation(), ServerSGD(options.learning_rate), options)
+    return server_method(FedVarpAggregation(), ServerSGD(options.learning_rate), options)
 
 
 @SERVERS.register("mifa", ServerOptions)
 def make_mifa(options: ServerOptions):
     """MIFA: y_n <- g_n on S; G = (1/N) sum_all y_n, every round; x <- x - eta_g G (Gu et al. 2021)."""
-    return compose(MIFAAggregation(), ServerSGD(options.learning_rate), options)
+    return server_method(MIFAAggregation(), ServerSGD(options.learning_rate), options)

@@ -27,7 +27,8 @@ import torch
 from fedhet.config.options import option
 from fedhet.engine.cohort import Cohort
 from fedhet.registry import SERVERS
-from fedhet.server.base import ServerContext, ServerOptions, ServerSGD, compose
+from fedhet.server.base import ServerContext, ServerOptions, ServerSGD
+from fedhet.server.methods import server_method
 from fedhet.server.fedau_weights import fedau_state_init, fedau_state_step
 
 
@@ -143,22 +144,22 @@ class KnownParticipation:
 @SERVERS.register("fedau", FedAUOptions)
 def make_fedau(options: FedAUOptions):
     """FedAU: x <- x + (eta_g/N) sum_S omega_n delta_n, omega_n from n's participation intervals (Wang & Ji 2024)."""
-    return compose(FedAUAggregation(options.cutoff), ServerSGD(options.learning_rate), options)
+    return server_method(FedAUAggregation(options.cutoff), ServerSGD(options.learning_rate), options)
 
 
 @SERVERS.register("average_participating", ServerOptions)
 def make_average_participating(options: ServerOptions):
     """Average participating: x <- x + (eta_g/|S|) sum_S delta_n (FedAU paper's baseline)."""
-    return compose(AverageParticipating(), ServerSGD(options.learning_rate), options)
+    return server_method(AverageParticipating(), ServerSGD(options.learning_rate), options)
 
 
 @SERVERS.register("average_all", ServerOptions)
 def make_average_all(options: ServerOptions):
     """Average all: x <- x + (eta_g/N) sum_S delta_n (FedAU paper's baseline)."""
-    return compose(AverageAll(), ServerSGD(options.learning_rate), options)
+    return server_method(AverageAll(), ServerSGD(options.learning_rate), options)
 
 
 @SERVERS.register("known_participation", ServerOptions)
 def make_known_participation(options: ServerOptions):
     """Known participation statistics: x <- x + (eta_g/N) sum_S delta_n / p_n (FedAU paper's baseline)."""
-    return compose(KnownParticipation(), ServerSGD(options.learning_rate), options)
+    return server_method(KnownParticipation(), ServerSGD(options.learning_rate), options)
