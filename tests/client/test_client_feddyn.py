@@ -36,7 +36,7 @@ def test_three_rounds_match_a_transcription_of_feddyn():
         x = models.mean(dim=0) - h / alpha
     assert torch.allclose(sim.params, x, rtol=0, atol=1e-12)
     assert torch.allclose(sim.client_stores[LOCAL_GRADIENT].read_all(), grad_l, rtol=0, atol=1e-12)
-    assert torch.allclose(sim.server_state["aggregator"]["h"], h, rtol=0, atol=1e-12)
+    assert torch.allclose(sim.server_state.aggregator.h, h, rtol=0, atol=1e-12)
 
 
 def test_feddyn_server_refuses_the_aware_projection():

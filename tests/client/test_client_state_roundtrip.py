@@ -66,8 +66,8 @@ def test_resumed_run_equals_uninterrupted_run(client, server, values):
         assert straight.client_stores[name].read_all().abs().sum() > 0
     for key, value in straight.broadcast.items():
         assert torch.equal(resumed.broadcast[key], value)
-    if "h" in straight.server_state["aggregator"]:   # FedDyn's rule: server state too
-        assert torch.equal(resumed.server_state["aggregator"]["h"], straight.server_state["aggregator"]["h"])
+    if "h" in straight.server_state.aggregator:   # FedDyn's rule: server state too
+        assert torch.equal(resumed.server_state.aggregator.h, straight.server_state.aggregator.h)
 
 
 def test_solver_states_use_the_runs_store_dtype():

@@ -184,7 +184,7 @@ def test_aware_composes_with_every_registered_gradient_step_method(name):
     for _ in range(3):
         before = aware.params.clone()
         record, c = aware.run_round()
-        direction, _ = aware.server.transforms[0].direction.direction(aware.server_state["transforms"][0], c)
+        direction, _ = aware.server.transforms[0].direction.direction(aware.server_state.transforms[0], c)
         step = before - aware.params
         if float(step.norm()) > 0:
             cosine = float(step @ direction / (step.norm() * direction.norm()))

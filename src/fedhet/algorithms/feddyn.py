@@ -2,7 +2,7 @@
 ``alpha`` (:mod:`fedhet.client.feddyn`): one option, ``client.alpha``, read by both halves."""
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
 import torch
 
@@ -12,6 +12,12 @@ from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, Ser
 from fedhet.server.methods import server_method
 
 NOT_A_GRADIENT_STEP = "FedDyn's server sets x <- mean_S w_i - h/alpha, which is not a gradient step"
+
+
+class FedDynState(NamedTuple):
+    """:class:`FedDynAggregator`'s state: the server's ``h``."""
+
+    h: torch.Tensor
 
 
 class FedDynAggregator:
@@ -29,15 +35,15 @@ class FedDynAggregator:
     def __init__(self, alpha: float):
         self.alpha = alpha
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
-        return {"h": torch.zeros_like(params)}
+    def init(self, params: torch.Tensor, context: ServerContext) -> FedDynState:
+        return FedDynState(h=torch.zeros_like(params))
 
     def aggregate(self, state, cohort, context):
         if len(cohort) == 0:
             return None, state, {}
         alpha = self.alpha
-        h = state["h"] - alpha * cohort.deltas.sum(dim=0) / context.num_clients
-        return -cohort.deltas.mean(dim=0) + h / alpha, {"h": h}, {"feddyn_h_norm": float(torch.linalg.vector_norm(h))}
+        h = state.h - alpha * cohort.deltas.sum(dim=0) / context.num_clients
+        return -cohort.deltas.mean(dim=0) + h / alpha, FedDynState(h), {"feddyn_h_norm": float(torch.linalg.vector_norm(h))}
 
 
 @SERVERS.register("feddyn", ServerOptions, client="feddyn", client_options_cls=FedDynOptions)

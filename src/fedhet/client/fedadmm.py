@@ -21,7 +21,7 @@ not ``w_K - x``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -43,18 +43,24 @@ class FedADMMOptions(ClientOptions):
                         help="augmented-Lagrangian penalty: local objective f_i(w) + <y_i, w - x> + (rho/2)||w - x||^2")
 
 
+class InitialParamsState(NamedTuple):
+    """:class:`InitialParams`' state: FedADMM's anchor ``x^0``."""
+
+    initial_params: torch.Tensor
+
+
 class InitialParams:
     """FedADMM's anchor ``x^0`` (a :class:`~fedhet.server.base.ServerStage`): the initial model,
     kept unchanged and broadcast as ``initial_params``."""
 
-    def init(self, params: torch.Tensor, context: Any) -> dict[str, Any]:
-        return {"initial_params": params.clone()}
+    def init(self, params: torch.Tensor, context: Any) -> InitialParamsState:
+        return InitialParamsState(params.clone())
 
-    def update(self, state: dict[str, Any], cohort: Cohort, context: Any, params: torch.Tensor) -> dict[str, Any]:
+    def update(self, state: InitialParamsState, cohort: Cohort, context: Any, params: torch.Tensor) -> InitialParamsState:
         return state
 
-    def broadcast(self, state: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return {"initial_params": state["initial_params"]}
+    def broadcast(self, state: InitialParamsState) -> dict[str, torch.Tensor]:
+        return {"initial_params": state.initial_params}
 
 
 class FedADMMSolver(LocalSolver):

@@ -19,7 +19,7 @@ the cohort extra ``update_per_step``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -39,21 +39,28 @@ class FedCMOptions(ClientOptions):
                           help="weight of the client's own gradient: direction = alpha grad + (1 - alpha) Delta (1 = plain SGD)")
 
 
+class ServerMomentumState(NamedTuple):
+    """:class:`ServerMomentumPerStep`'s state: FedCM's ``Delta``."""
+
+    momentum: torch.Tensor
+
+
 class ServerMomentumPerStep:
     """FedCM's ``Delta`` (a :class:`~fedhet.server.base.ServerStage`): zero at first,
     ``Delta <- -mean_S delta_i / (K_i eta_l)`` after each round with participants; broadcast as
     ``momentum``."""
 
-    def init(self, params: torch.Tensor, context: Any) -> dict[str, Any]:
-        return {"momentum": torch.zeros_like(params)}
+    def init(self, params: torch.Tensor, context: Any) -> ServerMomentumState:
+        return ServerMomentumState(torch.zeros_like(params))
 
-    def update(self, state: dict[str, Any], cohort: Cohort, context: Any, params: torch.Tensor) -> dict[str, Any]:
+    def update(self, state: ServerMomentumState, cohort: Cohort, context: Any,
+               params: torch.Tensor) -> ServerMomentumState:
         if len(cohort) == 0:
             return state
-        return {"momentum": -cohort.extras[UPDATE_PER_STEP].mean(dim=0).to(params.dtype)}
+        return ServerMomentumState(-cohort.extras[UPDATE_PER_STEP].mean(dim=0).to(params.dtype))
 
-    def broadcast(self, state: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return {"momentum": state["momentum"]}
+    def broadcast(self, state: ServerMomentumState) -> dict[str, torch.Tensor]:
+        return {"momentum": state.momentum}
 
 
 class FedCMSolver(LocalSolver):

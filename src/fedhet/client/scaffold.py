@@ -20,7 +20,7 @@ Both are checkpointed with the run.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -32,22 +32,28 @@ CONTROL_VARIATE = "control_variate"
 CONTROL_VARIATE_CHANGE = "control_variate_change"
 
 
+class ControlVariateState(NamedTuple):
+    """:class:`ControlVariate`'s state: the server control variate ``c``."""
+
+    control_variate: torch.Tensor
+
+
 class ControlVariate:
     """SCAFFOLD's server control variate ``c`` (a :class:`~fedhet.server.base.ServerStage`):
     ``c_0 = 0``, ``c <- c + (1/N) sum_S (c_i+ - c_i)`` (unchanged in a round nobody trained);
     broadcast as ``control_variate``."""
 
-    def init(self, params: torch.Tensor, context: Any) -> dict[str, Any]:
-        return {"control_variate": torch.zeros_like(params)}
+    def init(self, params: torch.Tensor, context: Any) -> ControlVariateState:
+        return ControlVariateState(torch.zeros_like(params))
 
-    def update(self, state: dict[str, Any], cohort: Cohort, context: Any, params: torch.Tensor) -> dict[str, Any]:
+    def update(self, state: ControlVariateState, cohort: Cohort, context: Any, params: torch.Tensor) -> ControlVariateState:
         if len(cohort) == 0:
             return state
         change = cohort.extras[CONTROL_VARIATE_CHANGE].sum(dim=0) / context.num_clients
-        return {"control_variate": state["control_variate"] + change.to(params.dtype)}
+        return ControlVariateState(state.control_variate + change.to(params.dtype))
 
-    def broadcast(self, state: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return {"control_variate": state["control_variate"]}
+    def broadcast(self, state: ControlVariateState) -> dict[str, torch.Tensor]:
+        return {"control_variate": state.control_variate}
 
 
 class ScaffoldSolver(LocalSolver):

@@ -106,6 +106,8 @@ def _tensors(value: Any, path: str = "") -> list[tuple[str, torch.Tensor]]:
     """``(key path, tensor)`` for every tensor in a nested state."""
     if isinstance(value, torch.Tensor):
         return [(path, value)]
+    if isinstance(value, tuple) and hasattr(value, "_fields"):      # a typed state (NamedTuple)
+        value = value._asdict()
     if isinstance(value, dict):
         return [item for k, v in value.items() for item in _tensors(v, f"{path}.{k}" if path else str(k))]
     if isinstance(value, (list, tuple)):

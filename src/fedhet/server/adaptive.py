@@ -43,7 +43,7 @@ All state tensors have the model's dtype and device; the step count is an ``int`
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import NamedTuple
 
 import torch
 
@@ -97,6 +97,29 @@ class AMSOptions(ServerOptions):
 
 # --- server optimisers ----------------------------------------------------------------------------
 
+class MomentumState(NamedTuple):
+    """FedAvgM's state: the heavy-ball velocity ``v``."""
+
+    velocity: torch.Tensor
+
+
+class AdaptiveState(NamedTuple):
+    """FedAdagrad / FedAdam / FedYogi's state."""
+
+    step: int
+    first_moment: torch.Tensor
+    second_moment: torch.Tensor
+
+
+class AMSState(NamedTuple):
+    """FedAMS / FedAMSGrad's state."""
+
+    step: int
+    first_moment: torch.Tensor
+    second_moment: torch.Tensor
+    max_second_moment: torch.Tensor
+
+
 class ServerMomentum:
     """Heavy-ball server momentum: ``v <- beta v + G``, ``u = eta_g v`` (FedAvgM, Hsu et al. 2019)."""
 
@@ -104,12 +127,12 @@ class ServerMomentum:
         self.learning_rate = learning_rate
         self.momentum = momentum
 
-    def init(self, params: torch.Tensor) -> dict[str, Any]:
-        return {"velocity": torch.zeros_like(params)}
+    def init(self, params: torch.Tensor) -> MomentumState:
+        return MomentumState(velocity=torch.zeros_like(params))
 
     def update(self, state, pseudo_gradient, context):
-        velocity = self.momentum * state["velocity"] + pseudo_gradient
-        return self.learning_rate * velocity, {"velocity": velocity}
+        velocity = self.momentum * state.velocity + pseudo_gradient
+        return self.learning_rate * velocity, MomentumState(velocity)
 
 
 def _bias_corrections(beta1: float, beta2: float, step: int, enabled: bool) -> tuple[float, float]:
@@ -142,21 +165,21 @@ class AdaptiveOptimizer:
         """The new ``v`` from the old ``v`` and ``G^2``."""
         raise NotImplementedError
 
-    def init(self, params: torch.Tensor) -> dict[str, Any]:
-        return {"step": 0, "first_moment": torch.zeros_like(params),
-                "second_moment": torch.full_like(params, self.tau ** 2)}
+    def init(self, params: torch.Tensor) -> AdaptiveState:
+        return AdaptiveState(step=0, first_moment=torch.zeros_like(params),
+                             second_moment=torch.full_like(params, self.tau ** 2))
 
     def update(self, state, pseudo_gradient, context):
-        step = state["step"] + 1
+        step = state.step + 1
         grad_sq = pseudo_gradient * pseudo_gradient
-        first = self.beta1 * state["first_moment"] + (1 - self.beta1) * pseudo_gradient
-        second = self.second_moment(state["second_moment"], grad_sq)
+        first = self.beta1 * state.first_moment + (1 - self.beta1) * pseudo_gradient
+        second = self.second_moment(state.second_moment, grad_sq)
         correction1, correction2 = _bias_corrections(self.beta1, self.beta2, step, self.bias_correction)
         if not self.averages_second_moment:
             correction2 = 1.0
         denominator = (second / correction2).sqrt() + self.tau
         update = (self.learning_rate / correction1) * first / denominator
-        return update, {"step": step, "first_moment": first, "second_moment": second}
+        return update, AdaptiveState(step, first, second)
 
 
 class AdagradOptimizer(AdaptiveOptimizer):
@@ -211,20 +234,19 @@ class AMSOptimizer:
         """The step's divisor from ``sqrt(vhat / (1 - b2^t))``."""
         return root
 
-    def init(self, params: torch.Tensor) -> dict[str, Any]:
-        return {"step": 0, "first_moment": torch.zeros_like(params), "second_moment": torch.zeros_like(params),
-                "max_second_moment": torch.full_like(params, self.initial_max())}
+    def init(self, params: torch.Tensor) -> AMSState:
+        return AMSState(step=0, first_moment=torch.zeros_like(params), second_moment=torch.zeros_like(params),
+                        max_second_moment=torch.full_like(params, self.initial_max()))
 
     def update(self, state, pseudo_gradient, context):
-        step = state["step"] + 1
-        first = self.beta1 * state["first_moment"] + (1 - self.beta1) * pseudo_gradient
-        second = self.beta2 * state["second_moment"] + (1 - self.beta2) * pseudo_gradient * pseudo_gradient
-        max_second = self.bound(torch.maximum(state["max_second_moment"], second))
+        step = state.step + 1
+        first = self.beta1 * state.first_moment + (1 - self.beta1) * pseudo_gradient
+        second = self.beta2 * state.second_moment + (1 - self.beta2) * pseudo_gradient * pseudo_gradient
+        max_second = self.bound(torch.maximum(state.max_second_moment, second))
         correction1, correction2 = _bias_corrections(self.beta1, self.beta2, step, self.bias_correction)
         denominator = self.denominator((max_second / correction2).sqrt())
         update = (self.learning_rate / correction1) * first / denominator
-        return update, {"step": step, "first_moment": first, "second_moment": second,
-                        "max_second_moment": max_second}
+        return update, AMSState(step, first, second, max_second)
 
 
 class FedAMSOptimizer(AMSOptimizer):

@@ -33,14 +33,13 @@ NaN before there is a ``d``), and FedAWARE's ``aware_weight_entropy``,
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
 from fedhet.engine.cohort import Cohort
 from fedhet.server.aware_options import AwareOptions
 from fedhet.server.base import ServerContext, ServerOptions
-from fedhet.server.fedaware import DirectionSettings, MomentumDirection
+from fedhet.server.fedaware import DirectionSettings, DirectionState, MomentumDirection
 
 
 def project_onto(update: torch.Tensor, direction: torch.Tensor) -> tuple[torch.Tensor, float, float]:
@@ -69,14 +68,14 @@ class AwareProjection:
         return cls(DirectionSettings.of(AwareOptions.read(options, "aware_"), store_name="aware_momentum",
                                         option_prefix="server.aware_"))
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
+    def init(self, params: torch.Tensor, context: ServerContext) -> DirectionState:
         return self.direction.init(params, context)
 
-    def observe(self, state: dict[str, Any], cohort: Cohort, context: ServerContext) -> dict[str, Any]:
+    def observe(self, state: DirectionState, cohort: Cohort, context: ServerContext) -> DirectionState:
         return self.direction.observe(state, cohort, context)
 
-    def apply(self, state: dict[str, Any], update: torch.Tensor, cohort: Cohort,
-              context: ServerContext) -> tuple[torch.Tensor, dict[str, Any], dict[str, float]]:
+    def apply(self, state: DirectionState, update: torch.Tensor, cohort: Cohort,
+              context: ServerContext) -> tuple[torch.Tensor, DirectionState, dict[str, float]]:
         direction, metrics = self.direction.direction(state, cohort)
         if direction is None:
             return update, state, {**metrics, "aware_cosine": math.nan}

@@ -10,6 +10,11 @@ after the optimiser replace ``u`` (the AWARE extension: ``u`` projected onto Fed
 :func:`compose` puts the stages together and knows no method by name
 (:func:`fedhet.server.methods.server_method` applies the options common to every named method).
 
+States are typed (a NamedTuple per stage, :class:`ServerState` for a composed method) and hold
+tensors, numbers and per-client stores; a state holding a :class:`~fedhet.store.ClientStore` is
+*consumed* by the call that takes it (the store is written in place), so callers use only the
+returned state (docs/design.md, "State").
+
 A **server method** is anything with ``init(params, context) -> state``,
 ``broadcast(state) -> {name: tensor}`` (what clients receive; server-side state a local solver
 needs lives here, docs/design.md "Server-side state") and
@@ -19,7 +24,7 @@ the usual one.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence
 
 import torch
 
@@ -48,20 +53,24 @@ class ServerContext:
     participation_explore: bool = False
 
 
-class Aggregator(Protocol):
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]: ...
+class NoState(NamedTuple):
+    """The state of a stage that keeps none (e.g. :class:`WeightedAverage`, :class:`ServerSGD`)."""
 
-    def aggregate(self, state: dict[str, Any], cohort: Cohort,
-                  context: ServerContext) -> tuple[Optional[torch.Tensor], dict[str, Any], dict[str, float]]:
+
+class Aggregator(Protocol):
+    def init(self, params: torch.Tensor, context: ServerContext) -> Any: ...
+
+    def aggregate(self, state: Any, cohort: Cohort,
+                  context: ServerContext) -> tuple[Optional[torch.Tensor], Any, dict[str, float]]:
         """``(G, new_state, metrics)``; ``G`` is None when there is nothing to apply this round."""
         ...
 
 
 class ServerOptimizer(Protocol):
-    def init(self, params: torch.Tensor) -> dict[str, Any]: ...
+    def init(self, params: torch.Tensor) -> Any: ...
 
-    def update(self, state: dict[str, Any], pseudo_gradient: torch.Tensor,
-               context: ServerContext) -> tuple[torch.Tensor, dict[str, Any]]:
+    def update(self, state: Any, pseudo_gradient: torch.Tensor,
+               context: ServerContext) -> tuple[torch.Tensor, Any]:
         """``(u, new_state)``: the step, applied as ``x <- x - u``."""
         ...
 
@@ -73,12 +82,12 @@ class StepTransform(Protocol):
     ``apply`` runs only when there is a step to transform.
     """
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]: ...
+    def init(self, params: torch.Tensor, context: ServerContext) -> Any: ...
 
-    def observe(self, state: dict[str, Any], cohort: Cohort, context: ServerContext) -> dict[str, Any]: ...
+    def observe(self, state: Any, cohort: Cohort, context: ServerContext) -> Any: ...
 
-    def apply(self, state: dict[str, Any], update: torch.Tensor, cohort: Cohort,
-              context: ServerContext) -> tuple[torch.Tensor, dict[str, Any], dict[str, float]]:
+    def apply(self, state: Any, update: torch.Tensor, cohort: Cohort,
+              context: ServerContext) -> tuple[torch.Tensor, Any, dict[str, float]]:
         """``(new_update, new_state, metrics)``."""
         ...
 
@@ -132,8 +141,8 @@ def data_size_weights(cohort: Cohort) -> torch.Tensor:
 class WeightedAverage:
     """``G = sum_{i in S} p_i g_i`` with data-size weights (FedAvg, McMahan et al. 2017)."""
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
-        return {}
+    def init(self, params: torch.Tensor, context: ServerContext) -> NoState:
+        return NoState()
 
     def aggregate(self, state, cohort, context):
         if len(cohort) == 0:
@@ -149,11 +158,21 @@ class ServerSGD:
     def __init__(self, learning_rate: float):
         self.learning_rate = learning_rate
 
-    def init(self, params: torch.Tensor) -> dict[str, Any]:
-        return {}
+    def init(self, params: torch.Tensor) -> NoState:
+        return NoState()
 
     def update(self, state, pseudo_gradient, context):
         return self.learning_rate * pseudo_gradient, state
+
+
+class ServerState(NamedTuple):
+    """The state of a :class:`ComposedServer`: one typed state per stage (``transforms`` in the
+    order of the method's transforms; ``stage`` None without a solver stage)."""
+
+    aggregator: Any
+    optimizer: Any
+    transforms: tuple = ()
+    stage: Any = None
 
 
 class ComposedServer:
@@ -182,39 +201,35 @@ class ComposedServer:
             raise ValueError("a server method holds one solver stage; this one has one already")
         return ComposedServer(self.aggregator, self.optimizer, self.transforms, stage)
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
-        state = {"aggregator": self.aggregator.init(params, context), "optimizer": self.optimizer.init(params)}
-        if self.transforms:
-            state["transforms"] = [transform.init(params, context) for transform in self.transforms]
-        if self.stage is not None:
-            state["stage"] = self.stage.init(params, context)
-        return state
+    def init(self, params: torch.Tensor, context: ServerContext) -> ServerState:
+        return ServerState(aggregator=self.aggregator.init(params, context), optimizer=self.optimizer.init(params),
+                           transforms=tuple(transform.init(params, context) for transform in self.transforms),
+                           stage=self.stage.init(params, context) if self.stage is not None else None)
 
-    def broadcast(self, state) -> dict[str, torch.Tensor]:
+    def broadcast(self, state: ServerState) -> dict[str, torch.Tensor]:
         """What every client receives at the start of a round: the stage's broadcast (none without one)."""
-        return self.stage.broadcast(state["stage"]) if self.stage is not None else {}
+        return self.stage.broadcast(state.stage) if self.stage is not None else {}
 
-    def step(self, state, params, cohort, context):
-        new_state = dict(state)
-        if self.stage is not None:
-            new_state["stage"] = self.stage.update(state["stage"], cohort, context, params)
-        pseudo_gradient, agg_state, metrics = self.aggregator.aggregate(state["aggregator"], cohort, context)
-        new_state["aggregator"] = agg_state
-        if self.transforms:
-            new_state["transforms"] = [transform.observe(transform_state, cohort, context) for transform, transform_state
-                                       in zip(self.transforms, state["transforms"])]
+    def step(self, state: ServerState, params: torch.Tensor, cohort: Cohort,
+             context: ServerContext) -> tuple[torch.Tensor, ServerState, dict[str, float]]:
+        """``(x', new state, metrics)`` for one round. Consumes ``state`` (docs/design.md, "State"):
+        stages whose state holds a :class:`~fedhet.store.ClientStore` write it in place, so only the
+        returned state may be used afterwards."""
+        stage = self.stage.update(state.stage, cohort, context, params) if self.stage is not None else None
+        pseudo_gradient, agg_state, metrics = self.aggregator.aggregate(state.aggregator, cohort, context)
+        transform_states = [transform.observe(transform_state, cohort, context)
+                            for transform, transform_state in zip(self.transforms, state.transforms)]
         if pseudo_gradient is None:
-            return params, new_state, metrics
-        update, opt_state = self.optimizer.update(state["optimizer"], pseudo_gradient, context)
-        new_state["optimizer"] = opt_state
+            return params, ServerState(agg_state, state.optimizer, tuple(transform_states), stage), metrics
+        update, opt_state = self.optimizer.update(state.optimizer, pseudo_gradient, context)
         metrics = dict(metrics)
         for index, transform in enumerate(self.transforms):
-            update, new_state["transforms"][index], transform_metrics = transform.apply(
-                new_state["transforms"][index], update, cohort, context)
+            update, transform_states[index], transform_metrics = transform.apply(
+                transform_states[index], update, cohort, context)
             metrics.update(transform_metrics)
         metrics["pseudo_grad_norm"] = float(torch.linalg.vector_norm(pseudo_gradient))
         metrics["update_norm"] = float(torch.linalg.vector_norm(update))
-        return params - update, new_state, metrics
+        return params - update, ServerState(agg_state, opt_state, tuple(transform_states), stage), metrics
 
 
 def compose(aggregator: Aggregator, optimizer: ServerOptimizer,

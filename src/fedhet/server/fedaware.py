@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import torch
 
@@ -117,23 +117,32 @@ class DirectionSettings(AwareOptions):
         return cls(**{f.name: getattr(options, f.name) for f in dataclasses.fields(AwareOptions)}, **values)
 
 
+class DirectionState(NamedTuple):
+    """:class:`MomentumDirection`'s state: the momenta ``m_i`` (a per-client store) and their Gram
+    matrix (float64 ``[N, N]``, CPU)."""
+
+    momenta: ClientStore
+    gram: torch.Tensor
+
+
 class MomentumDirection:
     """FedAWARE's per-client momenta, their Gram matrix and the direction ``d`` (module docstring).
 
-    Stateless: the state is ``{"momenta": ClientStore, "gram": float64 [N, N] CPU tensor}``. The
-    store is written in place by :meth:`observe` (it is the state's table); the Gram matrix is
-    replaced by a new tensor.
+    Holds no state itself (only its settings); its state is a :class:`DirectionState`. The store is
+    written in place by :meth:`observe` (it is the state's table) and the Gram matrix replaced by a
+    new tensor, so ``observe`` consumes the state it is given: use only the state it returns
+    (docs/design.md, "State").
     """
 
     def __init__(self, settings: DirectionSettings):
         self.settings = settings
 
     # --- state ----------------------------------------------------------------------------------
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
+    def init(self, params: torch.Tensor, context: ServerContext) -> DirectionState:
         subset = self._subset(context)
         store = context.make_store(self.settings.store_name, subset=subset)
         gram = torch.zeros(context.num_clients, context.num_clients, dtype=torch.float64)
-        return {"momenta": store, "gram": gram}
+        return DirectionState(momenta=store, gram=gram)
 
     def _subset(self, context: ServerContext) -> Optional[torch.Tensor]:
         layers = tuple(self.settings.momentum_layers)
@@ -151,11 +160,11 @@ class MomentumDirection:
         return torch.sort(context.param_slices(list(layers))).values
 
     # --- per round --------------------------------------------------------------------------------
-    def observe(self, state: dict[str, Any], cohort: Cohort, context: ServerContext) -> dict[str, Any]:
+    def observe(self, state: DirectionState, cohort: Cohort, context: ServerContext) -> DirectionState:
         """``m_i <- (1 - alpha) m_i + alpha g_i`` for the cohort's clients; their Gram rows recomputed."""
         if len(cohort) == 0:
             return state
-        store: ClientStore = state["momenta"]
+        store: ClientStore = state.momenta
         ids = cohort.client_ids.to(torch.int64)
         if torch.unique(ids).numel() != ids.numel():
             raise ValueError(f"{self.settings.store_name}: the cohort lists a client twice "
@@ -180,16 +189,16 @@ class MomentumDirection:
         else:
             rows_per_block = max(ids.numel(), _GRAM_BLOCK_VALUES // max(store.dim, 1), 1)
             cols_per_block = None
-        gram = gram_update(state["gram"].to("cpu"), _row_source(store), ids, chunk_rows=rows_per_block,
+        gram = gram_update(state.gram.to("cpu"), _row_source(store), ids, chunk_rows=rows_per_block,
                            chunk_cols=cols_per_block, accumulate_dtype=accumulate)
-        return dict(state, gram=gram)
+        return state._replace(gram=gram)
 
-    def solve(self, state: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+    def solve(self, state: DirectionState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         """``(ids, weights, norms, info)`` for the clients in the simplex (seen, non-zero momentum):
         their ids (int64, ascending), ``lambda`` over them and ``||m_i||`` (float64, CPU), and the
         solver's info (``iterations``, ``gap``). Empty tensors when no client qualifies."""
-        store: ClientStore = state["momenta"]
-        gram = state["gram"].to("cpu")
+        store: ClientStore = state.momenta
+        gram = state.gram.to("cpu")
         in_simplex = store.written.to("cpu") & (gram.diagonal() > 0)
         ids = torch.nonzero(in_simplex).flatten()
         if ids.numel() == 0:
@@ -205,10 +214,10 @@ class MomentumDirection:
         weights, info = min_norm_weights(q, tol=self.settings.solver_tol, max_iter=self.settings.solver_max_iter)
         return ids, weights.to("cpu"), norms, info
 
-    def direction(self, state: dict[str, Any], cohort: Cohort) -> tuple[Optional[torch.Tensor], dict[str, float]]:
+    def direction(self, state: DirectionState, cohort: Cohort) -> tuple[Optional[torch.Tensor], dict[str, float]]:
         """``(d, metrics)``: ``d`` full-length in the cohort's dtype and device, or ``None`` when no
         client with a non-zero momentum has been seen yet."""
-        store: ClientStore = state["momenta"]
+        store: ClientStore = state.momenta
         ids, weights, norms, info = self.solve(state)
         if ids.numel() == 0:
             return None, {"aware_num_seen": 0.0}
@@ -232,10 +241,10 @@ class MomentumDirection:
         }
         return direction, metrics
 
-    def weights(self, state: dict[str, Any]) -> torch.Tensor:
+    def weights(self, state: DirectionState) -> torch.Tensor:
         """The ``[N]`` float64 weights ``lambda`` of the current momenta, zero outside the simplex
         (for inspection and tests; solves again)."""
-        store: ClientStore = state["momenta"]
+        store: ClientStore = state.momenta
         ids, weights, _, _ = self.solve(state)
         full = torch.zeros(store.num_clients, dtype=torch.float64)
         full[ids] = weights
@@ -292,13 +301,13 @@ class FedAwareAggregator:
     def __init__(self, settings: DirectionSettings):
         self.direction = MomentumDirection(settings)
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
+    def init(self, params: torch.Tensor, context: ServerContext) -> DirectionState:
         return self.direction.init(params, context)
 
     def aggregate(self, state, cohort, context):
         state = self.direction.observe(state, cohort, context)
         if context.participation_explore:
-            seen = state["momenta"].written
+            seen = state.momenta.written
             if not bool(seen.all()):
                 # The authors' code: FedAvg steps until the exploration sweep has seen every client.
                 metrics = {"aware_warmup": 1.0, "aware_num_seen": float(int(seen.sum()))}

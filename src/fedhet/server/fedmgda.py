@@ -43,7 +43,7 @@ import torch
 from fedhet.config.options import option
 from fedhet.engine.cohort import Cohort
 from fedhet.registry import SERVERS
-from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD
+from fedhet.server.base import NoState, ComposedServer, ServerContext, ServerOptions, ServerSGD
 from fedhet.server.methods import server_method
 from fedhet.server.fedaware import weight_entropy
 from fedhet.server.gram import normalized_gram
@@ -173,8 +173,8 @@ class FedMgdaAggregator:
         self.solver_tol = solver_tol
         self.solver_max_iter = solver_max_iter
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
-        return {}
+    def init(self, params: torch.Tensor, context: ServerContext) -> NoState:
+        return NoState()
 
     def aggregate(self, state: dict[str, Any], cohort: Cohort, context: ServerContext):
         if len(cohort) == 0:

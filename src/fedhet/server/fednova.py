@@ -22,15 +22,15 @@ import torch
 from fedhet.client.base import EFFECTIVE_STEPS
 from fedhet.engine.cohort import Cohort
 from fedhet.registry import SERVERS
-from fedhet.server.base import ServerContext, ServerOptions, ServerSGD, data_size_weights
+from fedhet.server.base import NoState, ServerContext, ServerOptions, ServerSGD, data_size_weights
 from fedhet.server.methods import server_method
 
 
 class NormalizedAverage:
-    """FedNova's aggregation ``G = tau_eff sum_S p_i g_i / a_i`` (module docstring). Stateless."""
+    """FedNova's aggregation ``G = tau_eff sum_S p_i g_i / a_i`` (module docstring); keeps no state."""
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
-        return {}
+    def init(self, params: torch.Tensor, context: ServerContext) -> NoState:
+        return NoState()
 
     def aggregate(self, state: dict[str, Any], cohort: Cohort, context: ServerContext):
         if len(cohort) == 0:
