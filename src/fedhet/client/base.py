@@ -17,19 +17,14 @@ place. ``grad_fn(w)`` returns ``(loss, grad)`` of the minibatch loss at ``w`` on
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
 from fedhet.config.options import ConfigError, option
-from fedhet.engine.cohort import Cohort
-
-if TYPE_CHECKING:
-    from fedhet.server.base import ServerStage
+from fedhet.engine.cohort import EFFECTIVE_STEPS, Cohort
 
 GradFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
-# Cohort extra: each client's FedNova a_i (with_effective_steps).
-EFFECTIVE_STEPS = "effective_steps"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,9 +100,10 @@ class LocalSolver:
         self.options = options
 
     # --- server-side state the clients need ----------------------------------------------------
-    def server_stage(self) -> Optional[ServerStage]:
-        """The :class:`~fedhet.server.base.ServerStage` whose broadcast this solver's clients read
-        (e.g. SCAFFOLD's ``c``); None when it needs none. The server method owns and runs it."""
+    def server_stage(self) -> Optional[Any]:
+        """The server stage (an object with the :class:`fedhet.server.base.ServerStage` methods,
+        defined next to the solver) whose broadcast this solver's clients read, e.g. SCAFFOLD's
+        ``c``; None when it needs none. The server method owns and runs it."""
         return None
 
     # --- client side --------------------------------------------------------------------------

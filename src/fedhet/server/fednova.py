@@ -19,8 +19,7 @@ from typing import Any
 
 import torch
 
-from fedhet.client.base import EFFECTIVE_STEPS
-from fedhet.engine.cohort import Cohort
+from fedhet.engine.cohort import EFFECTIVE_STEPS, Cohort
 from fedhet.registry import SERVERS
 from fedhet.server.base import NoState, ServerContext, ServerOptions, ServerSGD, data_size_weights
 from fedhet.server.methods import server_method
