@@ -37,6 +37,12 @@ def make_solver(name: str, config):
     return entry.factory(options)
 
 
+def server_broadcast(solver, x):
+    """What a server method running ``solver`` broadcasts at the start (its server stage's, if any)."""
+    stage = solver.server_stage()
+    return stage.broadcast(stage.init(x, None)) if stage is not None else {}
+
+
 def make_work(task, solver, client_ids, *, round_index=3, seed=7, learning_rate=0.05):
     """A round's work with non-trivial per-client states and broadcast (random, seeded), so that
     every correction term of a solver is exercised."""
@@ -49,7 +55,7 @@ def make_work(task, solver, client_ids, *, round_index=3, seed=7, learning_rate=
 
     states = {name: noise((len(ids), task.spec.dim)) for name in solver.client_state_names}
     broadcast = {name: noise(value.shape) if value.is_floating_point() else value
-                 for name, value in solver.broadcast(solver.init_global(x)).items()}
+                 for name, value in server_broadcast(solver, x).items()}
     return RoundWork(round_index=round_index, seed=seed, params=x, client_ids=ids, client_states=states,
                      broadcast=broadcast, learning_rate=learning_rate)
 

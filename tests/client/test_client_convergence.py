@@ -11,9 +11,10 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401  (registers the components)
+from fedhet.algorithms import server_for
 from fedhet.core.options import build_options
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
+from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.server.base import ServerOptions
 
 ROUNDS, STEPS, LEARNING_RATE = 40, 10, 0.05
@@ -30,7 +31,7 @@ def run(problem, client, server, rounds, **values):
     entry = CLIENT_SOLVERS.get(client)
     solver = entry.factory(full_batch_options(problem, entry.options_cls, learning_rate=LEARNING_RATE,
                                               steps=STEPS, **values))
-    sim = problem.simulator(solver=solver, server=SERVERS.get(server).factory(ServerOptions()))
+    sim = problem.simulator(solver=solver, server=server_for(solver, server, ServerOptions()))
     return sim
 
 

@@ -1,10 +1,11 @@
 import torch
 
 import fedhet.components  # noqa: F401
+from fedhet.algorithms import server_for
 from fedhet.client.fedadmm import ANCHOR_OFFSET, DUAL, FedADMMOptions
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
+from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.server.base import ServerOptions
 
 
@@ -15,7 +16,7 @@ def test_rounds_match_a_transcription_of_fedadmm():
     problem = make_least_squares(num_clients=num_clients, dim=3, examples_per_client=10, seed=5)
     solver = CLIENT_SOLVERS.get("fedadmm").factory(full_batch_options(problem, FedADMMOptions, learning_rate=lr,
                                                                       steps=steps, rho=rho))
-    sim = problem.simulator(solver=solver, server=SERVERS.get("fedadmm").factory(ServerOptions()),
+    sim = problem.simulator(solver=solver, server=server_for(solver, "fedadmm", ServerOptions()),
                             participation=make_uniform(UniformOptions(clients_per_round=2)), seed=7)
     x0 = problem.initial_params.clone()
     x = x0.clone()

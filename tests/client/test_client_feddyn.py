@@ -2,11 +2,12 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401
+from fedhet.algorithms import server_for
 from fedhet.client.feddyn import LOCAL_GRADIENT, FedDynOptions
 from fedhet.core.options import ConfigError
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
+from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.server.base import ServerOptions
 
 
@@ -16,7 +17,7 @@ def test_three_rounds_match_a_transcription_of_feddyn():
     problem = make_least_squares(num_clients=num_clients, dim=3, examples_per_client=10, seed=5)
     solver = CLIENT_SOLVERS.get("feddyn").factory(full_batch_options(problem, FedDynOptions, learning_rate=lr,
                                                                      steps=steps, alpha=alpha))
-    sim = problem.simulator(solver=solver, server=SERVERS.get("feddyn").factory(ServerOptions()),
+    sim = problem.simulator(solver=solver, server=server_for(solver, "feddyn", ServerOptions()),
                             participation=make_uniform(UniformOptions(clients_per_round=2)), seed=7)
     x = problem.initial_params.clone()
     h = torch.zeros(3, dtype=torch.float64)
@@ -35,10 +36,10 @@ def test_three_rounds_match_a_transcription_of_feddyn():
         x = models.mean(dim=0) - h / alpha
     assert torch.allclose(sim.params, x, rtol=0, atol=1e-12)
     assert torch.allclose(sim.client_stores[LOCAL_GRADIENT].read_all(), grad_l, rtol=0, atol=1e-12)
-    assert torch.allclose(sim.server_state["aggregator"]["h"], h, rtol=0, atol=1e-12)
+    assert torch.allclose(sim.server_state.aggregator.h, h, rtol=0, atol=1e-12)
 
 
 def test_feddyn_server_refuses_the_aware_projection():
     """FedDyn's server update is not a gradient step, so AWARE (Proposition 3.1) does not apply."""
     with pytest.raises(ConfigError, match="server.aware"):
-        SERVERS.get("feddyn").factory(ServerOptions(aware=True))
+        server_for(CLIENT_SOLVERS.get("feddyn").factory(FedDynOptions()), "feddyn", ServerOptions(aware=True))

@@ -2,14 +2,15 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401
+from fedhet.algorithms import server_for
 from fedhet.client.base import ClientOptions
 from fedhet.client.feddyn import FedDynOptions
 from fedhet.client.fedprox import FedProxOptions
 from fedhet.client.fedspeed import PROX_CORRECTION, FedSpeedOptions
 from fedhet.core.options import ConfigError
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
+from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.server.base import ServerOptions
 
 
@@ -20,8 +21,8 @@ def test_rounds_match_a_transcription_of_fedspeed_algorithm_one():
     problem = make_least_squares(num_clients=num_clients, dim=3, examples_per_client=10, seed=5)
     options = full_batch_options(problem, FedSpeedOptions, learning_rate=lr, steps=steps, rho0=rho0, alpha=alpha,
                                  prox_weight=1 / lam, variant="paper")
-    sim = problem.simulator(solver=CLIENT_SOLVERS.get("fedspeed").factory(options),
-                            server=SERVERS.get("fedspeed").factory(ServerOptions()),
+    sim = problem.simulator(solver=(solver := CLIENT_SOLVERS.get("fedspeed").factory(options)),
+                            server=server_for(solver, "fedspeed", ServerOptions()),
                             participation=make_uniform(UniformOptions(clients_per_round=2)), seed=7)
     x = problem.initial_params.clone()
     ghat = torch.zeros(num_clients, 3, dtype=torch.float64)
@@ -50,8 +51,8 @@ def test_fedspeed_without_perturbation_merge_or_prox_equals_local_sgd_exactly():
     finals = []
     for name, options in [("sgd", ClientOptions(**shared)),
                           ("fedspeed", FedSpeedOptions(rho0=0.0, alpha=0.0, prox_weight=0.0, **shared))]:
-        sim = problem.simulator(solver=CLIENT_SOLVERS.get(name).factory(options),
-                                server=SERVERS.get("fedavg").factory(ServerOptions()),
+        sim = problem.simulator(solver=(solver := CLIENT_SOLVERS.get(name).factory(options)),
+                                server=server_for(solver, "fedavg", ServerOptions()),
                                 participation=make_uniform(UniformOptions(clients_per_round=2)), seed=3)
         finals.append(sim.run(5))
     assert torch.equal(finals[0], finals[1])
@@ -66,7 +67,7 @@ def test_without_prox_correction_and_perturbation_fedspeed_is_fedprox_with_an_un
     speed = CLIENT_SOLVERS.get("fedspeed").factory(FedSpeedOptions(
         rho0=0.0, alpha=0.0, prox_weight=0.3, prox_correction=False, variant=variant, **shared))
     prox = CLIENT_SOLVERS.get("fedprox").factory(FedProxOptions(mu=0.3, **shared))
-    sims = [problem.simulator(solver=solver, server=SERVERS.get(server).factory(ServerOptions()),
+    sims = [problem.simulator(solver=solver, server=server_for(solver, server, ServerOptions()),
                               participation=make_uniform(UniformOptions(clients_per_round=2)), seed=5)
             for solver, server in ((speed, "fedspeed"), (prox, "average_participating"))]
     assert sims[0].client_stores == {}
@@ -85,8 +86,8 @@ def test_prox_correction_switch_changes_only_the_correction():
     problem = make_least_squares(num_clients=2, dim=3, examples_per_client=10, seed=6)
     options = dict(rho0=0.05, alpha=0.5, prox_weight=0.5, learning_rate=0.05, batch_size=5, epochs=1,
                    variant="paper")
-    sims = [problem.simulator(solver=CLIENT_SOLVERS.get("fedspeed").factory(FedSpeedOptions(prox_correction=flag, **options)),
-                              server=SERVERS.get("fedspeed").factory(ServerOptions()))
+    sims = [problem.simulator(solver=(solver := CLIENT_SOLVERS.get("fedspeed").factory(FedSpeedOptions(prox_correction=flag, **options))),
+                              server=server_for(solver, "fedspeed", ServerOptions()))
             for flag in (True, False)]
     (_, with_correction), (_, without) = (sim.run_round() for sim in sims)
     # Round 1: same local steps; the paper's upload subtracts lambda ghat_i, the ablation's does not.
@@ -99,8 +100,8 @@ def test_fedspeed_server_is_the_unweighted_mean_of_the_uploads():
     """With unequal client sizes the FedSpeed server ignores data sizes; uploads are xhat_i - x."""
     problem = make_least_squares(num_clients=3, dim=3, examples_per_client=[4, 8, 20], seed=2)
     options = full_batch_options(problem, FedSpeedOptions, learning_rate=0.05, steps=2, variant="paper")
-    sim = problem.simulator(solver=CLIENT_SOLVERS.get("fedspeed").factory(options),
-                            server=SERVERS.get("fedspeed").factory(ServerOptions()))
+    sim = problem.simulator(solver=(solver := CLIENT_SOLVERS.get("fedspeed").factory(options)),
+                            server=server_for(solver, "fedspeed", ServerOptions()))
     x = sim.params.clone()
     _, cohort = sim.run_round()
     assert torch.allclose(sim.params, x + cohort.deltas.mean(dim=0), rtol=0, atol=1e-14)
@@ -126,8 +127,8 @@ def test_default_variant_is_the_released_code_server_rule():
 
 
 def _run(problem, name, options, participation, rounds, server=None):
-    sim = problem.simulator(solver=CLIENT_SOLVERS.get(name).factory(options),
-                            server=SERVERS.get(server or name).factory(ServerOptions()),
+    sim = problem.simulator(solver=(solver := CLIENT_SOLVERS.get(name).factory(options)),
+                            server=server_for(solver, server or name, ServerOptions()),
                             participation=participation, seed=7)
     return sim.run(rounds)
 
@@ -160,8 +161,8 @@ def test_released_code_variant_is_feddyn_with_alpha_one_over_lambda_under_partia
 def test_fedspeed_server_needs_the_fedspeed_client_and_refuses_aware_for_released_code():
     problem = make_least_squares(num_clients=2, dim=3, examples_per_client=10, seed=5)
     with pytest.raises(ConfigError, match="client.name = 'fedspeed'"):
-        problem.simulator(solver=CLIENT_SOLVERS.get("sgd").factory(ClientOptions()),
-                          server=SERVERS.get("fedspeed").factory(ServerOptions()))
+        problem.simulator(solver=(solver := CLIENT_SOLVERS.get("sgd").factory(ClientOptions())),
+                          server=server_for(solver, "fedspeed", ServerOptions()))
     with pytest.raises(ConfigError, match="server.aware"):
-        problem.simulator(solver=CLIENT_SOLVERS.get("fedspeed").factory(FedSpeedOptions(variant="released-code")),
-                          server=SERVERS.get("fedspeed").factory(ServerOptions(aware=True)))
+        problem.simulator(solver=(solver := CLIENT_SOLVERS.get("fedspeed").factory(FedSpeedOptions(variant="released-code"))),
+                          server=server_for(solver, "fedspeed", ServerOptions(aware=True)))

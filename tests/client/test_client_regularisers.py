@@ -52,10 +52,13 @@ def test_direction_is_gradient_plus_the_analytic_regulariser_gradient(name):
     generator = torch.Generator().manual_seed(11)
     x = torch.randn(DIM, generator=generator, dtype=torch.float64)
     w = x + torch.randn(DIM, generator=generator, dtype=torch.float64)
-    global_state = solver.init_global(x)
-    # Give the global state a non-zero value too (SCAFFOLD's c, FedCM's Delta).
-    global_state = {key: torch.randn(DIM, generator=generator, dtype=torch.float64) for key in global_state}
-    broadcast = solver.broadcast(global_state)
+    stage = solver.server_stage()
+    # The server stage's state (SCAFFOLD's c, FedCM's Delta) with a non-zero value too.
+    broadcast = {}
+    if stage is not None:
+        fresh = stage.init(x, None)
+        broadcast = stage.broadcast(type(fresh)(*(torch.randn(DIM, generator=generator, dtype=torch.float64)
+                                                  for _ in fresh)))
     client_state = random_state(solver, generator)
     local = solver.begin(x, client_state, broadcast, 0.1)
 

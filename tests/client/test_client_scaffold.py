@@ -1,11 +1,12 @@
 import torch
 
 import fedhet.components  # noqa: F401
+from fedhet.algorithms import server_for
 from fedhet.client.base import ClientOptions
 from fedhet.client.scaffold import CONTROL_VARIATE, CONTROL_VARIATE_CHANGE
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
+from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.server.base import ServerOptions
 
 
@@ -16,7 +17,7 @@ def test_three_rounds_match_a_transcription_of_scaffold_option_two():
     problem = make_least_squares(num_clients=num_clients, dim=3, examples_per_client=10, seed=5)
     solver = CLIENT_SOLVERS.get("scaffold").factory(full_batch_options(problem, ClientOptions, learning_rate=lr,
                                                                        steps=steps))
-    sim = problem.simulator(solver=solver, server=SERVERS.get("scaffold").factory(ServerOptions(learning_rate=server_lr)),
+    sim = problem.simulator(solver=solver, server=server_for(solver, "scaffold", ServerOptions(learning_rate=server_lr)),
                             participation=make_uniform(UniformOptions(clients_per_round=2)), seed=7)
     x = problem.initial_params.clone()
     c = torch.zeros(3, dtype=torch.float64)
@@ -36,7 +37,7 @@ def test_three_rounds_match_a_transcription_of_scaffold_option_two():
         x = x + server_lr * torch.stack(deltas).mean(dim=0)
         assert torch.allclose(cohort.extras[CONTROL_VARIATE_CHANGE], torch.stack(changes), atol=1e-12)
     assert torch.allclose(sim.params, x, rtol=0, atol=1e-12)
-    assert torch.allclose(sim.solver_global["control_variate"], c, rtol=0, atol=1e-12)
+    assert torch.allclose(sim.broadcast["control_variate"], c, rtol=0, atol=1e-12)
     assert torch.allclose(sim.client_stores[CONTROL_VARIATE].read_all(), c_i, rtol=0, atol=1e-12)
 
 

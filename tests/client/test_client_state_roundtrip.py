@@ -10,12 +10,13 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
-from fedhet.core.store import StoreOptions
+from fedhet.algorithms import server_for
 from fedhet.engine import checkpoint
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import make_least_squares
+from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.server.base import ServerOptions
+from fedhet.core.store import StoreOptions
 
 ROUNDS, SPLIT = 6, 3
 CASES = [
@@ -33,7 +34,7 @@ CASES = [
 def build(problem, client, server, values, store_dtype="float64"):
     entry = CLIENT_SOLVERS.get(client)
     solver = entry.factory(entry.options_cls(learning_rate=0.05, batch_size=4, epochs=1, lr_decay=0.95, **values))
-    return problem.simulator(solver=solver, server=SERVERS.get(server).factory(ServerOptions()),
+    return problem.simulator(solver=solver, server=server_for(solver, server, ServerOptions()),
                              participation=make_uniform(UniformOptions(clients_per_round=2)), seed=9,
                              store_options=StoreOptions(dtype=store_dtype), max_rounds=ROUNDS)
 
@@ -63,10 +64,10 @@ def test_resumed_run_equals_uninterrupted_run(client, server, values):
     for name in straight.solver.client_state_names:
         assert torch.equal(resumed.client_stores[name].read_all(), straight.client_stores[name].read_all())
         assert straight.client_stores[name].read_all().abs().sum() > 0
-    for key, value in straight.solver_global.items():
-        assert torch.equal(resumed.solver_global[key], value)
-    if "h" in straight.server_state["aggregator"]:   # FedDyn's rule: server state too
-        assert torch.equal(resumed.server_state["aggregator"]["h"], straight.server_state["aggregator"]["h"])
+    for key, value in straight.broadcast.items():
+        assert torch.equal(resumed.broadcast[key], value)
+    if "h" in straight.server_state.aggregator:   # FedDyn's rule: server state too
+        assert torch.equal(resumed.server_state.aggregator.h, straight.server_state.aggregator.h)
 
 
 def test_solver_states_use_the_runs_store_dtype():

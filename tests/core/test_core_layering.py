@@ -42,29 +42,10 @@ LAYERS: list[tuple[str, frozenset[str], bool]] = [
 
 # Module-level edges (importer, imported) that break a rule today, each with the reason it exists.
 # The list is exact: an edge that no longer breaks a rule fails the test until it is removed here.
-KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
-    ("fedhet.client.scaffold", "fedhet.server.base"):
-        "SCAFFOLD's server half lives in its client module until fedhet.algorithms pairs them",
-    ("fedhet.client.scaffold", "fedhet.server.participation_weighted"):
-        "SCAFFOLD's server half lives in its client module until fedhet.algorithms pairs them",
-    ("fedhet.client.feddyn", "fedhet.server.base"):
-        "FedDyn's server half lives in its client module until fedhet.algorithms pairs them",
-    ("fedhet.client.fedadmm", "fedhet.server.base"):
-        "FedADMM's server half lives in its client module until fedhet.algorithms pairs them",
-    ("fedhet.client.fedadmm", "fedhet.server.participation_weighted"):
-        "FedADMM's server half lives in its client module until fedhet.algorithms pairs them",
-    ("fedhet.client.fedspeed", "fedhet.server.base"):
-        "FedSpeed's server half lives in its client module until fedhet.algorithms pairs them",
-    ("fedhet.client.fedspeed", "fedhet.server.participation_weighted"):
-        "FedSpeed's server half lives in its client module until fedhet.algorithms pairs them",
-}
+KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {}
 
 # Cycles between the modules of one package (as sorted tuples), each with its reason; exact too.
-KNOWN_MODULE_CYCLES: dict[tuple[str, ...], str] = {
-    ("fedhet.server.aware", "fedhet.server.base", "fedhet.server.fedaware"):
-        "compose() applies the AWARE wrapper (lazy import of server.aware), which builds on server.base "
-        "and FedAWARE's momentum direction",
-}
+KNOWN_MODULE_CYCLES: dict[tuple[str, ...], str] = {}
 
 
 @dataclasses.dataclass(frozen=True)

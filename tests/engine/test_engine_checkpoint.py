@@ -24,3 +24,25 @@ def test_restore_keeps_values_and_non_tensors():
     assert restored["next_round"] == 7
     assert torch.equal(restored["params"], torch.arange(3.0))
     assert torch.equal(restored["log"][0], torch.tensor([1, 2])) and restored["log"][1] == "note"
+
+
+def test_typed_states_are_saved_as_plain_dicts_and_restored_to_their_types():
+    from fedhet.algorithms.feddyn import FedDynState
+    from fedhet.server.adaptive import AdaptiveState
+    from fedhet.server.base import NoState, ServerState
+
+    state = {"server": ServerState(aggregator=FedDynState(h=torch.arange(3.0)),
+                                   optimizer=AdaptiveState(step=4, first_moment=torch.ones(3),
+                                                           second_moment=torch.full((3,), 2.0)),
+                                   transforms=(NoState(),), stage=None)}
+    loaded = ckpt.decode_checkpoint(ckpt.encode_checkpoint(state))       # torch.load(weights_only=True)
+    assert torch.equal(loaded["server"]["aggregator"]["h"], torch.arange(3.0))
+    assert type(loaded["server"]) is dict and loaded["server"]["transforms"] == ({},)
+    fresh = {"server": ServerState(FedDynState(torch.zeros(3)), AdaptiveState(0, torch.zeros(3), torch.zeros(3)),
+                                   (NoState(),), None)}
+    restored = ckpt.restore(fresh, loaded, "cpu")["server"]
+    assert type(restored) is ServerState and type(restored.aggregator) is FedDynState
+    assert type(restored.optimizer) is AdaptiveState and restored.optimizer.step == 4
+    assert restored.transforms == (NoState(),) and restored.stage is None
+    assert torch.equal(restored.aggregator.h, torch.arange(3.0))
+    assert torch.equal(restored.optimizer.second_moment, torch.full((3,), 2.0))

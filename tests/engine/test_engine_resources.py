@@ -4,24 +4,24 @@ import pytest
 import torch
 
 from fedhet.config.schema import load_config
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.engine.resources import (Need, ResourceLimitError, available_memory, check_resources, estimate_needs,
                                      measure_server_state, resource_problems)
 from fedhet.engine.runner import run_experiment
+from fedhet.algorithms import build
 
 import fedhet.components  # noqa: F401  (registers every component)
 
 
 def _components(server, client="sgd"):
     config = load_config(None, {"server.name": server, "client.name": client})
-    return (SERVERS.get(server).factory(config.server.options),
-            CLIENT_SOLVERS.get(client).factory(config.client.options))
+    solver, method = build(config)
+    return method, solver
 
 
 def test_finding_12_fedaware_gram_matrix_is_measured_without_allocating_it():
     server, solver = _components("fedaware")
     n, d = 30_000, 31_000
-    stores, tensors = measure_server_state(server, num_clients=n, dim=d, dtype=torch.float32, solver=solver)
+    stores, tensors = measure_server_state(server, num_clients=n, dim=d, dtype=torch.float32)
     assert [(s.name, s.dim) for s in stores] == [("fedaware_momentum", d)]
     gram = [size for what, size in tensors.items() if "gram' [30000 x 30000] float64" in what]
     assert gram == [8 * n * n] == [7_200_000_000]          # N^2 float64: 7.2 GB at N = 30,000
@@ -29,7 +29,7 @@ def test_finding_12_fedaware_gram_matrix_is_measured_without_allocating_it():
 
 def test_finding_12_stores_and_participation_log_sizes():
     server, solver = _components("scaffold", "scaffold")
-    stores, tensors = measure_server_state(server, num_clients=100, dim=50, dtype=torch.float32, solver=solver)
+    stores, tensors = measure_server_state(server, num_clients=100, dim=50, dtype=torch.float32)
     needs = estimate_needs(num_clients=100, dim=50, rounds=10**7, compute_dtype=torch.float32,
                            store_dtype="bfloat16", store_mmap=False, store_device="cpu",
                            client_state_names=solver.client_state_names, server_stores=stores, server_tensors=tensors)

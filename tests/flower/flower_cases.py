@@ -7,11 +7,12 @@ from typing import Any
 
 import torch
 
+from fedhet.algorithms import build as build_algorithm
 from fedhet.config.schema import apply_overrides, parse_override, resolve_config
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.runner import build_federation, run_experiment
 from fedhet.engine.simulator import Simulator
-from fedhet.core.registry import CLIENT_SOLVERS, PARTICIPATION, SERVERS
+from fedhet.core.registry import PARTICIPATION
 from fedhet.core.store import StoreOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,10 +80,10 @@ def simulate_with_arrivals(config: Any, log: torch.Tensor) -> tuple[torch.Tensor
     ``log`` (the deployment's) trained each round; components built as ``engine/runner.py`` builds them."""
     federation = build_federation(config, torch.device("cpu"))
     task = federation.task
+    solver, server = build_algorithm(config)
     simulator = Simulator(
         task, participation=ArrivedOnly(PARTICIPATION.get(config.participation.name).factory(config.participation.options), log),
-        solver=CLIENT_SOLVERS.get(config.client.name).factory(config.client.options),
-        server=SERVERS.get(config.server.name).factory(config.server.options), seed=config.run.seed,
+        solver=solver, server=server, seed=config.run.seed,
         client_label_counts=federation.label_counts, store_options=StoreOptions(dtype=config.run.dtype))
     params = simulator.run(config.run.rounds)
     return params, simulator.participation_log

@@ -101,6 +101,14 @@ def assert_states_equal(left: Any, right: Any, path: str = "server") -> None:
         assert left.keys() == right.keys(), path
         for key in left:
             assert_states_equal(left[key], right[key], f"{path}.{key}")
+    elif isinstance(left, tuple) and hasattr(left, "_fields"):          # a typed (NamedTuple) state
+        assert type(left) is type(right), path
+        for key in left._fields:
+            assert_states_equal(getattr(left, key), getattr(right, key), f"{path}.{key}")
+    elif isinstance(left, (list, tuple)):
+        assert len(left) == len(right), path
+        for index, (a, b) in enumerate(zip(left, right)):
+            assert_states_equal(a, b, f"{path}[{index}]")
     elif isinstance(left, torch.Tensor):
         assert torch.equal(left, right), path
     else:
@@ -108,7 +116,7 @@ def assert_states_equal(left: Any, right: Any, path: str = "server") -> None:
 
 
 def context(num_clients: int, dim: int, *, round_index: int = 0, probabilities: Optional[torch.Tensor] = None,
-            solver: Any = None, sizes: Optional[torch.Tensor] = None, dtype: torch.dtype = torch.float64):
+            sizes: Optional[torch.Tensor] = None, dtype: torch.dtype = torch.float64):
     """A :class:`ServerContext` for calling a server directly, with in-memory float64 stores."""
     def make_store(name, subset=None):
         return ClientStore(name, num_clients, dim, options=StoreOptions(dtype="float64"), subset=subset,
@@ -116,7 +124,7 @@ def context(num_clients: int, dim: int, *, round_index: int = 0, probabilities: 
     if sizes is None:
         sizes = torch.full((num_clients,), 10, dtype=torch.int64)
     return ServerContext(round_index=round_index, num_clients=num_clients, seed=0, client_sizes=sizes,
-                         make_store=make_store, participation_probabilities=probabilities, solver=solver)
+                         make_store=make_store, participation_probabilities=probabilities)
 
 
 def cohort(client_ids, deltas: torch.Tensor, *, num_examples=None, local_steps=None) -> Cohort:

@@ -13,7 +13,8 @@ from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.participation.uniform import UniformOptions, UniformParticipation
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
 from fedhet.server.aware import AwareProjection, project_onto
-from fedhet.server.base import ServerContext, ServerOptions, ServerSGD, WeightedAverage, compose
+from fedhet.server.base import ServerContext, ServerOptions, ServerSGD, WeightedAverage
+from fedhet.server.methods import server_method
 
 from server_baseline_support import exact_min_norm, fedaware_direction
 
@@ -74,19 +75,19 @@ def test_projection_matches_the_formula_of_proposition_3_1():
 # --- composition -------------------------------------------------------------------------------------
 
 def test_compose_adds_the_transform_only_when_asked():
-    plain = compose(WeightedAverage(), ServerSGD(1.0), ServerOptions())
-    aware = compose(WeightedAverage(), ServerSGD(1.0), ServerOptions(aware=True, aware_alpha=0.2))
-    assert plain.transform is None
-    assert isinstance(aware.transform, AwareProjection)
-    assert aware.transform.direction.settings.alpha == 0.2
-    assert aware.transform.direction.settings.store_name == "aware_momentum"
+    plain = server_method(WeightedAverage(), ServerSGD(1.0), ServerOptions())
+    aware = server_method(WeightedAverage(), ServerSGD(1.0), ServerOptions(aware=True, aware_alpha=0.2))
+    assert plain.transforms == ()
+    assert len(aware.transforms) == 1 and isinstance(aware.transforms[0], AwareProjection)
+    assert aware.transforms[0].direction.settings.alpha == 0.2
+    assert aware.transforms[0].direction.settings.store_name == "aware_momentum"
 
 
 def test_a_method_that_is_not_a_gradient_step_refuses_aware():
     reason = "FedDyn's server sets x <- mean_S w_i - h/alpha"
-    assert compose(WeightedAverage(), ServerSGD(1.0), ServerOptions(), aware_incompatible=reason).transform is None
+    assert server_method(WeightedAverage(), ServerSGD(1.0), ServerOptions(), not_a_gradient_step=reason).transforms == ()
     with pytest.raises(ConfigError, match=r"server.aware = True: .*Proposition 3.1.*FedDyn's server sets"):
-        compose(WeightedAverage(), ServerSGD(1.0), ServerOptions(aware=True), aware_incompatible=reason)
+        server_method(WeightedAverage(), ServerSGD(1.0), ServerOptions(aware=True), not_a_gradient_step=reason)
 
 
 def test_fedavg_with_aware_steps_along_the_projection_of_its_own_step():
@@ -154,7 +155,7 @@ def test_aware_composes_with_every_registered_gradient_step_method(name):
     for _ in range(3):
         before = aware.params.clone()
         record, c = aware.run_round()
-        direction, _ = aware.server.transform.direction.direction(aware.server_state["transform"], c)
+        direction, _ = aware.server.transforms[0].direction.direction(aware.server_state.transforms[0], c)
         step = before - aware.params
         if float(step.norm()) > 0:
             cosine = float(step @ direction / (step.norm() * direction.norm()))
@@ -165,8 +166,10 @@ def test_aware_composes_with_every_registered_gradient_step_method(name):
 def test_feddyn_refuses_aware_when_registered():
     if "feddyn" not in SERVERS:
         pytest.skip("feddyn is not registered")
+    from fedhet.algorithms import build_parts
+    from fedhet.client.feddyn import FedDynOptions
     with pytest.raises(ConfigError, match="server.aware"):
-        server("feddyn", aware=True)
+        build_parts("feddyn", FedDynOptions(), "feddyn", ServerOptions(aware=True))
 
 
 def test_unknown_aware_layer_is_a_config_error_naming_the_aware_option():

@@ -118,7 +118,7 @@ def test_float32_momenta_are_bitwise_the_out_of_place_formula():
     expected = torch.zeros(3, 64)
     for client_ids, g in zip(ids, updates):
         expected[client_ids] = (1 - alpha) * expected[client_ids] + alpha * g
-    assert torch.equal(state["aggregator"]["momenta"].read_all(), expected)
+    assert torch.equal(state.aggregator.momenta.read_all(), expected)
 
 
 @pytest.mark.parametrize("normalize", [True, False])
@@ -138,7 +138,7 @@ def test_two_rounds_match_the_papers_formulas(normalize):
     m[1] = (1 - alpha) * m[1] + alpha * g[3]
     m[2] = alpha * g[4]
     d2, weights = expected_direction(m, normalize=normalize)
-    assert torch.allclose(state["aggregator"]["momenta"].read_all(), m, atol=1e-15)
+    assert torch.allclose(state.aggregator.momenta.read_all(), m, atol=1e-15)
     assert torch.allclose(x, x0 - eta * d1 - eta * d2, atol=1e-9)
     assert math.isclose(metrics[-1]["pseudo_grad_norm"], float(d2.norm()), rel_tol=1e-7)
     positive = weights[weights > 1e-12]
@@ -179,7 +179,7 @@ def test_never_seen_clients_are_left_out_of_the_simplex():
     expected, _ = expected_direction(0.5 * g)
     assert float(expected.norm()) > 0.1
     assert torch.allclose(-x, expected, atol=1e-12)
-    weights = server.aggregator.direction.weights(state["aggregator"])
+    weights = server.aggregator.direction.weights(state.aggregator)
     assert weights[[0, 2, 4]].tolist() == [0.0, 0.0, 0.0]
     assert metrics[0]["aware_num_seen"] == 2
 
@@ -217,13 +217,13 @@ def test_incremental_gram_equals_full_recomputation_and_leaves_other_entries_unt
     state = server.init(params, ctx)
     for _ in range(12):
         ids = torch.sort(torch.randperm(num_clients, generator=generator)[:3]).values
-        before = state["aggregator"]["gram"].clone()
+        before = state.aggregator.gram.clone()
         c = cohort(ids.tolist(), torch.randn(3, dim, dtype=F64, generator=generator))
         params, state, _ = server.step(state, params, c, ctx)
-        gram = state["aggregator"]["gram"]
+        gram = state.aggregator.gram
         others = torch.tensor([i for i in range(num_clients) if i not in ids.tolist()])
         assert torch.equal(gram[others][:, others], before[others][:, others])
-        full = gram_full(state["aggregator"]["momenta"].read_all())
+        full = gram_full(state.aggregator.momenta.read_all())
         assert torch.allclose(gram, full, rtol=1e-13, atol=1e-13)
         assert torch.equal(gram, gram.T)
 
@@ -233,7 +233,7 @@ def test_each_client_gets_its_own_update_whatever_the_order_of_the_cohort():
     g = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 3.0]], dtype=F64)
     server = fedaware(alpha=0.5)
     _, state, _ = run_rounds(server, context(5, 2), [cohort([4, 0, 2], g)], torch.zeros(2, dtype=F64))
-    momenta = state["aggregator"]["momenta"]
+    momenta = state.aggregator.momenta
     assert torch.equal(momenta.read(torch.tensor([0, 2, 4])), 0.5 * g[[1, 2, 0]])
     assert momenta.written.tolist() == [True, False, True, False, True]
 
@@ -265,11 +265,11 @@ def test_bfloat16_momenta_are_self_consistent_and_close_to_float32():
         server = fedaware()
         ctx = context(6, 30, dtype=torch.float32, store=StoreOptions(dtype=dtype))
         x, state, _ = run_rounds(server, ctx, rounds, x0)
-        store = state["aggregator"]["momenta"]
+        store = state.aggregator.momenta
         assert store.table.dtype == getattr(torch, dtype)
         # The Gram matrix and d are those of the momenta as stored (rounded), not of unrounded ones.
         stored = store.read_all()
-        assert torch.allclose(state["aggregator"]["gram"], gram_full(stored), rtol=1e-5, atol=1e-6)
+        assert torch.allclose(state.aggregator.gram, gram_full(stored), rtol=1e-5, atol=1e-6)
         results[dtype] = x
     assert torch.allclose(results["bfloat16"], results["float32"], atol=3e-2)
     assert not torch.equal(results["bfloat16"], results["float32"])
@@ -281,7 +281,7 @@ def test_momentum_layers_store_a_subset_and_fedavg_fills_the_other_coordinates()
     sizes = [10, 30, 60]
     server = fedaware(alpha=1.0, momentum_layers=["head"])
     x, state, _ = run_rounds(server, context(4, 6), [cohort([0, 1, 3], g, sizes)], torch.zeros(6, dtype=F64))
-    store = state["aggregator"]["momenta"]
+    store = state.aggregator.momenta
     assert store.dim == 2 and store.table.shape == (4, 2)
     head, _ = expected_direction(g[:, 4:])            # lambda from the stored (head) coordinates
     p = torch.tensor(sizes, dtype=F64) / 100
@@ -326,9 +326,10 @@ def test_state_round_trip_through_the_simulator_is_bitwise_identical(tmp_path, s
     resumed.load_state(torch.load(buffer, weights_only=False))
     resumed.run(5)
     assert torch.equal(resumed.params, whole.params)
-    key = "aggregator" if server_name == "fedaware" else "transform"
-    assert torch.equal(resumed.server_state[key]["gram"], whole.server_state[key]["gram"])
-    assert torch.equal(resumed.server_state[key]["momenta"].table, whole.server_state[key]["momenta"].table)
+    def direction_state(sim):
+        return sim.server_state.aggregator if server_name == "fedaware" else sim.server_state.transforms[0]
+    assert torch.equal(direction_state(resumed).gram, direction_state(whole).gram)
+    assert torch.equal(direction_state(resumed).momenta.table, direction_state(whole).momenta.table)
 
 
 # --- warm-up: FedAvg steps until every client is seen, with participation.explore ----------------

@@ -2,6 +2,7 @@
 normalisation removes the objective inconsistency of FedAvg under unequal local steps."""
 import torch
 
+from fedhet.client.base import with_effective_steps
 from fedhet.core.cohort import Cohort
 from fedhet.participation.full import FullOptions, make_full
 from fedhet.participation.uniform import UniformOptions, make_uniform
@@ -78,18 +79,18 @@ def test_fednova_removes_the_objective_inconsistency_of_unequal_local_steps():
 
 
 def test_client_without_local_steps_contributes_nothing():
-    ctx = context(num_clients=2, dim=2, solver=build_solver("sgd"))
+    ctx = context(num_clients=2, dim=2)
     server = build_server("fednova")
     x = torch.zeros(2, dtype=torch.float64)
     g = torch.tensor([[0.0, 0.0], [2.0, 4.0]], dtype=torch.float64)
-    new_x, _, metrics = server.step(server.init(x, ctx), x, cohort([0, 1], -g, local_steps=[0, 2]), ctx)
+    new_x, _, metrics = server.step(server.init(x, ctx), x, with_effective_steps(cohort([0, 1], -g, local_steps=[0, 2]), build_solver("sgd"), 0.0), ctx)
     # p = (1/2, 1/2), a = (0, 2): tau_eff = 1, G = 1 * (1/2) g_1 / 2.
     assert torch.allclose(new_x, -g[1] / 4, rtol=0, atol=1e-15)
     assert metrics["fednova_tau_eff"] == 1.0
 
 
 def test_empty_round_takes_no_step():
-    ctx = context(num_clients=2, dim=2, solver=build_solver("sgd"))
+    ctx = context(num_clients=2, dim=2)
     server = build_server("fednova")
     x = torch.ones(2, dtype=torch.float64)
     state = server.init(x, ctx)

@@ -7,7 +7,6 @@ from fedhet.core.cohort import Cohort
 from fedhet.participation.full import FullOptions, make_full
 from fedhet.participation.heterogeneous import HeterogeneousOptions, make_heterogeneous
 from fedhet.participation.uniform import UniformOptions, make_uniform
-from fedhet.server.memory import MEMORY_KEY, SUM_KEY
 
 from server_baseline_support import (ScriptedParticipation, assert_resume_is_bitwise, build_server, cohort,
                                      context, problem, simulator)
@@ -87,10 +86,10 @@ def test_running_sum_equals_the_sum_of_the_stored_table(name, store_dtype):
     sim = simulator(federation, build_server(name, learning_rate=0.5), store_dtype=store_dtype,
                     participation=make_uniform(UniformOptions(clients_per_round=2)), seed=1)
     sim.run(30)
-    state = sim.server_state["aggregator"]
-    exact = state[MEMORY_KEY].read_all().to(torch.float64).sum(0)
-    assert torch.allclose(state[SUM_KEY], exact, rtol=1e-13, atol=1e-15)
-    assert state[MEMORY_KEY].table.dtype == getattr(torch, store_dtype)
+    state = sim.server_state.aggregator
+    exact = state.memory.read_all().to(torch.float64).sum(0)
+    assert torch.allclose(state.memory_sum, exact, rtol=1e-13, atol=1e-15)
+    assert state.memory.table.dtype == getattr(torch, store_dtype)
 
 
 @pytest.mark.parametrize("name", ["fedvarp", "mifa"])
@@ -99,7 +98,7 @@ def test_a_round_touches_only_the_participants_rows(name):
     ctx = context(num_clients=N, dim=DIM)
     x = torch.zeros(DIM, dtype=torch.float64)
     state = server.init(x, ctx)
-    store = state["aggregator"][MEMORY_KEY]
+    store = state.aggregator.memory
 
     def refuse(*args, **kwargs):
         raise AssertionError("a round must not read the whole N x d table")

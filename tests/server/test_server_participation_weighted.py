@@ -117,7 +117,7 @@ def test_fedau_weights_inside_the_server_match_fedau_weights_on_the_realised_par
         assert torch.allclose(after, expected, rtol=1e-12, atol=1e-14), f"round {t}"
         assert metrics["fedau_weight_mean"] == pytest.approx(float(omega[t, ids].mean()), rel=1e-12)
         assert metrics["fedau_weight_max"] == float(omega[t, ids].max())
-    assert torch.equal(sim.server_state["aggregator"]["weights"]["omega"], omega[rounds])
+    assert torch.equal(sim.server_state.aggregator.weights["omega"], omega[rounds])
     assert float(omega.max()) > 1.0
 
 

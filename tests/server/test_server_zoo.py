@@ -26,6 +26,7 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401  (registers every component)
+from fedhet.algorithms import build as build_algorithm
 from fedhet.backends.processes import ProcessPoolBackend, fork_available
 from fedhet.backends.vectorized import VectorizedBackend, unsupported_reason
 from fedhet.config.schema import load_config
@@ -66,13 +67,13 @@ def config_for(client: str = "sgd", server: str = "fedavg", participation: Optio
 
 
 def build(config, *, participation: Any = None, backend: Any = None) -> Simulator:
-    """A fresh simulator (fresh federation, so no two runs share a model) from the registry factories."""
+    """A fresh simulator (fresh federation, so no two runs share a model); both halves of the
+    algorithm from :func:`fedhet.algorithms.build`, as the runner builds them."""
     federation = build_federation(config, torch.device("cpu"))
     if participation is None:
         participation = PARTICIPATION.get(config.participation.name).factory(config.participation.options)
-    return Simulator(federation.task, participation=participation,
-                     solver=CLIENT_SOLVERS.get(config.client.name).factory(config.client.options),
-                     server=SERVERS.get(config.server.name).factory(config.server.options),
+    solver, server = build_algorithm(config)
+    return Simulator(federation.task, participation=participation, solver=solver, server=server,
                      seed=config.run.seed, client_label_counts=federation.label_counts, backend=backend,
                      store_options=StoreOptions(dtype=config.run.dtype))
 

@@ -30,7 +30,7 @@ class RoundWork:
     params: torch.Tensor                              # x, [d]
     client_ids: torch.Tensor                          # [K] sorted int64
     client_states: dict[str, torch.Tensor]            # name -> [K, d] rows of the per-client stores
-    broadcast: dict[str, torch.Tensor]                # solver's global state sent to clients
+    broadcast: dict[str, torch.Tensor]                # server.broadcast(state): server-side state clients read
     learning_rate: float                              # eta_l for this round (after decay)
 
 

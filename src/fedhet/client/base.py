@@ -4,8 +4,9 @@ A solver is an immutable object (its options). Its state is explicit:
 
 - per-client memories (``client_state_names``), kept by the engine in ``[N, d]`` stores and handed
   to the solver as ``{name: [K, d] or [d]}`` for the clients that train;
-- a global solver state on the server (``init_global`` / ``server_update``), e.g. SCAFFOLD's ``c``,
-  part of which is sent to clients (``broadcast``).
+- server-side state the clients need (SCAFFOLD's ``c``): the solver names it as a
+  :class:`~fedhet.server.base.ServerStage` (:meth:`LocalSolver.server_stage`), which the server
+  method owns and updates; clients receive its ``broadcast`` (docs/design.md, "Server-side state").
 
 The per-step rule is written on tensors whose last dimension is the parameter dimension ``d`` and
 whose leading dimensions (none, or ``K`` clients) broadcast, so the same solver code runs in the
@@ -16,12 +17,12 @@ place. ``grad_fn(w)`` returns ``(loss, grad)`` of the minibatch loss at ``w`` on
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
-from fedhet.core.cohort import Cohort
 from fedhet.core.options import ConfigError, option
+from fedhet.core.cohort import EFFECTIVE_STEPS, Cohort
 
 GradFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
@@ -98,16 +99,12 @@ class LocalSolver:
     def __init__(self, options: ClientOptions):
         self.options = options
 
-    # --- server-side solver state -------------------------------------------------------------
-    def init_global(self, params: torch.Tensor) -> dict[str, Any]:
-        return {}
-
-    def broadcast(self, global_state: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return {}
-
-    def server_update(self, global_state: dict[str, Any], cohort: Cohort, num_clients: int,
-                      params: torch.Tensor) -> dict[str, Any]:
-        return global_state
+    # --- server-side state the clients need ----------------------------------------------------
+    def server_stage(self) -> Optional[Any]:
+        """The server stage (an object with the :class:`fedhet.server.base.ServerStage` methods,
+        defined next to the solver) whose broadcast this solver's clients read, e.g. SCAFFOLD's
+        ``c``; None when it needs none. The server method owns and runs it."""
+        return None
 
     # --- client side --------------------------------------------------------------------------
     def begin(self, x: torch.Tensor, client_state: dict[str, torch.Tensor],
@@ -149,3 +146,14 @@ class LocalSolver:
     def effective_steps(self, num_steps: torch.Tensor, learning_rate: float) -> torch.Tensor:
         """FedNova's ``a_i`` (Wang et al. 2020): the solver's normalised step count. Plain SGD: ``K_i``."""
         return num_steps.to(torch.float64)
+
+
+def with_effective_steps(cohort: Cohort, solver: LocalSolver, learning_rate: float) -> Cohort:
+    """``cohort`` with each client's FedNova ``a_i`` as the extra :data:`EFFECTIVE_STEPS` ([K] float64,
+    on the deltas' device): ``solver.effective_steps(K_i, eta_l)`` over the whole cohort at once.
+    The engine adds it to every non-empty cohort, so a server that normalises by ``a_i`` (FedNova)
+    needs nothing from the solver itself."""
+    local_steps = cohort.local_steps.to(cohort.deltas.device)
+    effective = solver.effective_steps(local_steps, learning_rate)
+    cohort.extras[EFFECTIVE_STEPS] = effective.to(device=cohort.deltas.device, dtype=torch.float64)
+    return cohort

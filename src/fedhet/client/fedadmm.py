@@ -9,27 +9,27 @@ Lagrangian by K_i local SGD steps from ``x``::
     after training: y_i <- y_i + rho (w_K - x)
     report change_i = theta_i+ - theta_i,     theta_i = w_i + y_i / rho
 
-Server: ``x <- x + (eta_g / N) sum_{i in S} change_i`` (server method ``fedadmm``), which keeps
+Server: ``x <- x + (eta_g / N) sum_{i in S} change_i`` (server method ``fedadmm``,
+:mod:`fedhet.algorithms.fedadmm`), which keeps
 ``x = (1/N) sum_i theta_i`` over all clients when ``eta_g = 1``.
 
 ``theta_i`` before a client's first participation is ``x^0`` (``w_i = x^0``, ``y_i = 0``). The engine's
 per-client stores start at zero, so the store keeps ``theta_i - x^0`` (``anchor_offset``) and the
-solver keeps ``x^0`` in its global state. The uploaded "delta" is ``change_i`` (the effective delta,
+server method keeps ``x^0`` and broadcasts it (:class:`InitialParams`, the solver's ``server_stage``). The uploaded "delta" is ``change_i`` (the effective delta,
 not ``w_K - x``).
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from fedhet.client.base import ClientOptions, GradFn, LocalSolver
 from fedhet.client.fedprox import prox_effective_steps
 from fedhet.core.options import option
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
-from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD, compose
-from fedhet.server.participation_weighted import AverageAll
+from fedhet.core.cohort import Cohort
+from fedhet.core.registry import CLIENT_SOLVERS
 
 DUAL = "dual"
 ANCHOR_OFFSET = "anchor_offset"
@@ -43,6 +43,26 @@ class FedADMMOptions(ClientOptions):
                         help="augmented-Lagrangian penalty: local objective f_i(w) + <y_i, w - x> + (rho/2)||w - x||^2")
 
 
+class InitialParamsState(NamedTuple):
+    """:class:`InitialParams`' state: FedADMM's anchor ``x^0``."""
+
+    initial_params: torch.Tensor
+
+
+class InitialParams:
+    """FedADMM's anchor ``x^0`` (a :class:`~fedhet.server.base.ServerStage`): the initial model,
+    kept unchanged and broadcast as ``initial_params``."""
+
+    def init(self, params: torch.Tensor, context: Any) -> InitialParamsState:
+        return InitialParamsState(params.clone())
+
+    def update(self, state: InitialParamsState, cohort: Cohort, context: Any, params: torch.Tensor) -> InitialParamsState:
+        return state
+
+    def broadcast(self, state: InitialParamsState) -> dict[str, torch.Tensor]:
+        return {"initial_params": state.initial_params}
+
+
 class FedADMMSolver(LocalSolver):
     """FedADMM's client: ``direction = grad f_i(w) + y_i + rho (w - x)``; see the module docstring."""
 
@@ -52,11 +72,8 @@ class FedADMMSolver(LocalSolver):
         super().__init__(options)
         self.rho = options.rho
 
-    def init_global(self, params: torch.Tensor) -> dict[str, Any]:
-        return {"initial_params": params.clone()}
-
-    def broadcast(self, global_state: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return {"initial_params": global_state["initial_params"]}
+    def server_stage(self) -> "InitialParams":
+        return InitialParams()
 
     def begin(self, x, client_state, broadcast, learning_rate) -> dict[str, Any]:
         return {"dual": client_state[DUAL], "initial_params": broadcast["initial_params"]}
@@ -81,13 +98,3 @@ class FedADMMSolver(LocalSolver):
 def make_fedadmm(options: FedADMMOptions) -> LocalSolver:
     """FedADMM: grad + y_i + rho (w - x); y_i += rho (w_K - x); report the change of w_i + y_i/rho (Wang et al. 2022)."""
     return FedADMMSolver(options)
-
-
-@SERVERS.register("fedadmm", ServerOptions)
-def make_fedadmm_server(options: ServerOptions) -> ComposedServer:
-    """FedADMM's server: x <- x + (eta_g/N) sum_S change_i."""
-    # The sum over this round's clients divided by all N ("average all" in the FedAU paper).
-    return compose(AverageAll(), ServerSGD(options.learning_rate), options)
-
-
-register_algorithm("fedadmm", client="fedadmm", server="fedadmm")

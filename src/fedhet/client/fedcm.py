@@ -6,7 +6,9 @@ Every client steps along a mix of its own gradient and the server's previous ave
     direction = alpha grad f_i(w) + (1 - alpha) Delta
     upload delta_i = w_K - x                                   (any server; FedAvg's in the paper)
 
-``Delta`` is the solver's global state, broadcast to the clients: the server's last average update
+``Delta`` is server-side state the clients need, so the server method owns it
+(:class:`ServerMomentumPerStep`, the solver's ``server_stage``; docs/design.md "Server-side state")
+and broadcasts it: the server's last average update
 per local step, ``Delta <- -(1/|S|) sum_{i in S} delta_i / (K_i eta_l)`` after each round with
 participants (zero before the first round). The paper writes ``-(mean_S delta)/(K eta_l)`` with one
 ``K`` for everyone; dividing each client's delta by its own ``K_i`` is the same when the step counts
@@ -17,7 +19,7 @@ the cohort extra ``update_per_step``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -37,6 +39,30 @@ class FedCMOptions(ClientOptions):
                           help="weight of the client's own gradient: direction = alpha grad + (1 - alpha) Delta (1 = plain SGD)")
 
 
+class ServerMomentumState(NamedTuple):
+    """:class:`ServerMomentumPerStep`'s state: FedCM's ``Delta``."""
+
+    momentum: torch.Tensor
+
+
+class ServerMomentumPerStep:
+    """FedCM's ``Delta`` (a :class:`~fedhet.server.base.ServerStage`): zero at first,
+    ``Delta <- -mean_S delta_i / (K_i eta_l)`` after each round with participants; broadcast as
+    ``momentum``."""
+
+    def init(self, params: torch.Tensor, context: Any) -> ServerMomentumState:
+        return ServerMomentumState(torch.zeros_like(params))
+
+    def update(self, state: ServerMomentumState, cohort: Cohort, context: Any,
+               params: torch.Tensor) -> ServerMomentumState:
+        if len(cohort) == 0:
+            return state
+        return ServerMomentumState(-cohort.extras[UPDATE_PER_STEP].mean(dim=0).to(params.dtype))
+
+    def broadcast(self, state: ServerMomentumState) -> dict[str, torch.Tensor]:
+        return {"momentum": state.momentum}
+
+
 class FedCMSolver(LocalSolver):
     """FedCM's client: ``direction = alpha grad f_i(w) + (1 - alpha) Delta``; see the module docstring."""
 
@@ -44,18 +70,8 @@ class FedCMSolver(LocalSolver):
         super().__init__(options)
         self.alpha = options.alpha
 
-    def init_global(self, params: torch.Tensor) -> dict[str, Any]:
-        return {"momentum": torch.zeros_like(params)}
-
-    def broadcast(self, global_state: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return {"momentum": global_state["momentum"]}
-
-    def server_update(self, global_state: dict[str, Any], cohort: Cohort, num_clients: int,
-                      params: torch.Tensor) -> dict[str, Any]:
-        """``Delta <- -mean_S delta_i / (K_i eta_l)``; unchanged in a round nobody trained."""
-        if len(cohort) == 0:
-            return global_state
-        return {"momentum": -cohort.extras[UPDATE_PER_STEP].mean(dim=0).to(params.dtype)}
+    def server_stage(self) -> "ServerMomentumPerStep":
+        return ServerMomentumPerStep()
 
     def begin(self, x, client_state, broadcast, learning_rate) -> dict[str, Any]:
         # (1 - alpha) Delta is constant during local training: form it once.

@@ -8,7 +8,8 @@ and approximately minimises, by K_i local SGD steps from ``x``::
     direction = grad f_i(w) - gradL_i + alpha (w - x)
     after training: gradL_i <- gradL_i - alpha (w_K - x);   upload delta_i = w_K - x
 
-Server (state ``h``, zero at first; ``w_i = x + delta_i``)::
+Server (state ``h``, zero at first; ``w_i = x + delta_i``; :mod:`fedhet.algorithms.feddyn`, which
+builds it with this solver's ``alpha``)::
 
     h <- h - alpha (1/N) sum_{i in S} (w_i - x)
     x <- (1/|S|) sum_{i in S} w_i - h / alpha
@@ -20,15 +21,14 @@ them zero gradient and silently turns the method into plain SGD; docs/algorithms
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from fedhet.client.base import ClientOptions, GradFn, LocalSolver
 from fedhet.client.fedprox import prox_effective_steps
-from fedhet.core.options import ConfigError, option
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
-from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD, compose
+from fedhet.core.options import option
+from fedhet.core.registry import CLIENT_SOLVERS
 
 LOCAL_GRADIENT = "local_gradient"
 
@@ -71,51 +71,3 @@ class FedDynSolver(LocalSolver):
 def make_feddyn(options: FedDynOptions) -> LocalSolver:
     """FedDyn: grad - gradL_i + alpha (w - x); gradL_i <- gradL_i - alpha (w_K - x) (Acar et al. 2021)."""
     return FedDynSolver(options)
-
-
-def solver_alpha(context: ServerContext) -> float:
-    """FedDyn's ``alpha``, which the server shares with the client solver (one option, one value)."""
-    if not isinstance(context.solver, FedDynSolver):
-        raise ConfigError("server.name", "feddyn",
-                          "the FedDyn server needs the FedDyn client (client.name = 'feddyn', or "
-                          "algorithm = 'feddyn'), whose client.alpha it uses")
-    return context.solver.alpha
-
-
-class FedDynAggregator:
-    """FedDyn's server rule as a pseudo-gradient (state ``h``)::
-
-        h <- h - alpha (1/N) sum_S delta_i
-        G  = -(1/|S|) sum_S delta_i + h / alpha
-
-    so that ``x - G = mean_S w_i - h/alpha`` (Acar et al. 2021, Algorithm 1) when the server
-    optimiser is SGD with ``eta_g = 1``. A round nobody trained leaves ``x`` and ``h`` unchanged.
-
-    ``alpha_of(context)`` gives ``alpha`` (and raises when the client solver does not define it):
-    FedDyn's ``client.alpha`` by default; FedSpeed's released-code variant uses the same rule with
-    ``alpha = 1/lambda``.
-    """
-
-    def __init__(self, alpha_of: Callable[[ServerContext], float] = solver_alpha):
-        self.alpha_of = alpha_of
-
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
-        self.alpha_of(context)  # fail at start-up, not in round 1, when paired with another client
-        return {"h": torch.zeros_like(params)}
-
-    def aggregate(self, state, cohort, context):
-        if len(cohort) == 0:
-            return None, state, {}
-        alpha = self.alpha_of(context)
-        h = state["h"] - alpha * cohort.deltas.sum(dim=0) / context.num_clients
-        return -cohort.deltas.mean(dim=0) + h / alpha, {"h": h}, {"feddyn_h_norm": float(torch.linalg.vector_norm(h))}
-
-
-@SERVERS.register("feddyn", ServerOptions)
-def make_feddyn_server(options: ServerOptions) -> ComposedServer:
-    """FedDyn's server: h <- h - alpha mean_N(delta), x <- mean_S w_i - h/alpha (eta_g = 1 is the paper's)."""
-    return compose(FedDynAggregator(), ServerSGD(options.learning_rate), options,
-                   aware_incompatible="FedDyn's server sets x <- mean_S w_i - h/alpha, which is not a gradient step")
-
-
-register_algorithm("feddyn", client="feddyn", server="feddyn")

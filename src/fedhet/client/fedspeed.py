@@ -16,7 +16,8 @@ after the K_i local steps::
     ghat_i <- ghat_i - (1/lambda)(w_K - x)                            (line 13)
     xhat_i  = w_K - lambda ghat_i                                     (line 14, uploaded)
 
-and the server averages: ``x <- (1/|S|) sum_{i in S} xhat_i`` (line 16; server method ``fedspeed``,
+and the server averages: ``x <- (1/|S|) sum_{i in S} xhat_i`` (line 16; server method ``fedspeed`` of
+:mod:`fedhet.algorithms.fedspeed`,
 ``x <- x + eta_g mean_S (xhat_i - x)`` with the paper's ``eta_g = 1``). The cohort's delta is the
 effective delta ``xhat_i - x``.
 
@@ -76,11 +77,8 @@ import torch
 from fedhet.client.base import ClientOptions, GradFn, LocalSolver
 from fedhet.client.fedprox import prox_effective_steps
 from fedhet.client.fedsam import ascent_point
-from fedhet.client.feddyn import FedDynAggregator
-from fedhet.core.options import ConfigError, option
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
-from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD, compose
-from fedhet.server.participation_weighted import AverageParticipating
+from fedhet.core.options import option
+from fedhet.core.registry import CLIENT_SOLVERS
 
 PROX_CORRECTION = "prox_correction"
 VARIANTS = ("paper", "released-code")
@@ -149,7 +147,7 @@ class FedSpeedSolver(LocalSolver):
         if self.variant == "paper" and self.prox_weight > 0:
             delta = offset - correction / self.prox_weight       # xhat_i - x = w_K - x - lambda ghat_i
         else:
-            # released-code: the server applies the correction (FedSpeedAggregation); without a
+            # released-code: the server applies the correction (fedhet.algorithms.fedspeed); without a
             # prox term ghat_i == 0 and xhat_i = w_K.
             delta = offset
         return delta, {PROX_CORRECTION: correction}, {}
@@ -163,53 +161,3 @@ class FedSpeedSolver(LocalSolver):
 def make_fedspeed(options: FedSpeedOptions) -> LocalSolver:
     """FedSpeed (Sun et al. 2023, Alg. 1): perturbed quasi-gradient, prox term and prox-correction; upload xhat_i."""
     return FedSpeedSolver(options)
-
-
-def fedspeed_solver(context: ServerContext) -> FedSpeedSolver:
-    """The run's FedSpeed client, whose variant and ``1/lambda`` the server rule depends on."""
-    if not isinstance(context.solver, FedSpeedSolver):
-        raise ConfigError("server.name", "fedspeed",
-                          "the FedSpeed server needs the FedSpeed client (client.name = 'fedspeed', or "
-                          "algorithm = 'fedspeed'), whose client.variant and client.prox_weight it uses")
-    return context.solver
-
-
-class FedSpeedAggregation:
-    """FedSpeed's server, by the client's ``variant``:
-
-    - ``paper``: ``G = (1/|S|) sum_S g_i`` with ``g_i = x - xhat_i`` (Algorithm 1 line 16 for eta_g = 1);
-    - ``released-code``: FedDyn's rule with ``alpha = 1/lambda`` on the uploaded ``w_K - x``
-      (:class:`~fedhet.client.feddyn.FedDynAggregator`; state ``h = (1/N) sum_all ghat_i``).
-      Without a prox term (``prox_weight = 0``) or with ``prox_correction = false`` there is no
-      correction and it is the plain mean.
-    """
-
-    def __init__(self, aware: bool):
-        self.aware = aware
-        self.mean = AverageParticipating()
-        self.dynamic = FedDynAggregator(alpha_of=lambda context: fedspeed_solver(context).prox_weight)
-
-    def _rule(self, context: ServerContext):
-        solver = fedspeed_solver(context)
-        uses_dual = solver.variant == "released-code" and solver.prox_weight > 0 and solver.prox_correction
-        return self.dynamic if uses_dual else self.mean
-
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
-        rule = self._rule(context)
-        if rule is self.dynamic and self.aware:
-            raise ConfigError("server.aware", True,
-                              "FedSpeed's released-code variant uses FedDyn's server rule x <- mean_S w_i - "
-                              "lambda h, which is not a gradient step (FedAWARE Proposition 3.1); allowed: false")
-        return rule.init(params, context)
-
-    def aggregate(self, state, cohort, context):
-        return self._rule(context).aggregate(state, cohort, context)
-
-
-@SERVERS.register("fedspeed", ServerOptions)
-def make_fedspeed_server(options: ServerOptions) -> ComposedServer:
-    """FedSpeed's server: x <- x + eta_g mean_S (xhat_i - x) (paper); FedDyn's rule for variant released-code."""
-    return compose(FedSpeedAggregation(aware=options.aware), ServerSGD(options.learning_rate), options)
-
-
-register_algorithm("fedspeed", client="fedspeed", server="fedspeed")

@@ -8,27 +8,52 @@ Client i (control variate ``c_i``, server control variate ``c``)::
 
 Server::
 
-    c <- c + (1/N) sum_{i in S} dc_i                              (solver-global state, broadcast)
-    x <- x + eta_g (1/|S|) sum_{i in S} delta_i                   (server method "scaffold")
+    c <- c + (1/N) sum_{i in S} dc_i                              (ControlVariate stage, broadcast)
+    x <- x + eta_g (1/|S|) sum_{i in S} delta_i                   (server method "scaffold",
+                                                                    fedhet.algorithms.scaffold)
 
 ``K_i`` is the client's own step count, so the rule stays exact under system heterogeneity.
-``c_i`` lives in the engine's per-client store (``client_state_names``), ``c`` in the solver's
-global state; both are checkpointed with the run.
+``c_i`` lives in the engine's per-client store (``client_state_names``); ``c`` is server-side
+state the clients need, so it is the server method's (:class:`ControlVariate`, the solver's
+:meth:`~ScaffoldSolver.server_stage`; docs/design.md "Server-side state"), with any server method.
+Both are checkpointed with the run.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from fedhet.client.base import ClientOptions, GradFn, LocalSolver, per_client
 from fedhet.core.cohort import Cohort
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
-from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD, compose
-from fedhet.server.participation_weighted import AverageParticipating
+from fedhet.core.registry import CLIENT_SOLVERS
 
 CONTROL_VARIATE = "control_variate"
 CONTROL_VARIATE_CHANGE = "control_variate_change"
+
+
+class ControlVariateState(NamedTuple):
+    """:class:`ControlVariate`'s state: the server control variate ``c``."""
+
+    control_variate: torch.Tensor
+
+
+class ControlVariate:
+    """SCAFFOLD's server control variate ``c`` (a :class:`~fedhet.server.base.ServerStage`):
+    ``c_0 = 0``, ``c <- c + (1/N) sum_S (c_i+ - c_i)`` (unchanged in a round nobody trained);
+    broadcast as ``control_variate``."""
+
+    def init(self, params: torch.Tensor, context: Any) -> ControlVariateState:
+        return ControlVariateState(torch.zeros_like(params))
+
+    def update(self, state: ControlVariateState, cohort: Cohort, context: Any, params: torch.Tensor) -> ControlVariateState:
+        if len(cohort) == 0:
+            return state
+        change = cohort.extras[CONTROL_VARIATE_CHANGE].sum(dim=0) / context.num_clients
+        return ControlVariateState(state.control_variate + change.to(params.dtype))
+
+    def broadcast(self, state: ControlVariateState) -> dict[str, torch.Tensor]:
+        return {"control_variate": state.control_variate}
 
 
 class ScaffoldSolver(LocalSolver):
@@ -36,19 +61,8 @@ class ScaffoldSolver(LocalSolver):
 
     client_state_names = (CONTROL_VARIATE,)
 
-    def init_global(self, params: torch.Tensor) -> dict[str, Any]:
-        return {"control_variate": torch.zeros_like(params)}
-
-    def broadcast(self, global_state: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return {"control_variate": global_state["control_variate"]}
-
-    def server_update(self, global_state: dict[str, Any], cohort: Cohort, num_clients: int,
-                      params: torch.Tensor) -> dict[str, Any]:
-        """``c <- c + (1/N) sum_S (c_i+ - c_i)``; unchanged in a round nobody trained."""
-        if len(cohort) == 0:
-            return global_state
-        change = cohort.extras[CONTROL_VARIATE_CHANGE].sum(dim=0) / num_clients
-        return {"control_variate": global_state["control_variate"] + change.to(params.dtype)}
+    def server_stage(self) -> ControlVariate:
+        return ControlVariate()
 
     def begin(self, x: torch.Tensor, client_state: dict[str, torch.Tensor],
               broadcast: dict[str, torch.Tensor], learning_rate: float) -> dict[str, Any]:
@@ -72,13 +86,3 @@ class ScaffoldSolver(LocalSolver):
 def make_scaffold(options: ClientOptions) -> LocalSolver:
     """SCAFFOLD option II: grad + c - c_i; c_i+ = c_i - c + (x - w_K)/(K eta_l) (Karimireddy et al. 2020)."""
     return ScaffoldSolver(options)
-
-
-@SERVERS.register("scaffold", ServerOptions)
-def make_scaffold_server(options: ServerOptions) -> ComposedServer:
-    """SCAFFOLD's server: x <- x + eta_g mean_S delta_i (c is updated by the solver)."""
-    # Karimireddy et al. 2020, Algorithm 1: the unweighted mean over the participants.
-    return compose(AverageParticipating(), ServerSGD(options.learning_rate), options)
-
-
-register_algorithm("scaffold", client="scaffold", server="scaffold")

@@ -5,6 +5,9 @@ import dataclasses
 
 import torch
 
+# The extra holding each client's FedNova a_i (fedhet.client.base.with_effective_steps).
+EFFECTIVE_STEPS = "effective_steps"
+
 
 @dataclasses.dataclass
 class Cohort:

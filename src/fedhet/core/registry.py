@@ -25,6 +25,11 @@ class Entry:
     factory: Callable[..., Any]
     options_cls: type
     summary: str
+    # A server method that shares hyperparameters with its local solver (FedDyn's alpha) is built
+    # from both option objects, factory(options, client_options); this names the solver it needs
+    # (client.name) and the class of that solver's options. None for every other component.
+    client: str | None = None
+    client_options_cls: type | None = None
 
 
 class Registry:
@@ -34,12 +39,15 @@ class Registry:
         self.kind = kind
         self._entries: dict[str, Entry] = {}
 
-    def register(self, name: str, options_cls: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def register(self, name: str, options_cls: type, *, client: str | None = None,
+                 client_options_cls: type | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register ``factory(options)``; with ``client`` (a server method that shares its solver's
+        hyperparameters), ``factory(options, client_options)`` needing ``client_options_cls``."""
         def decorator(factory: Callable[..., Any]) -> Callable[..., Any]:
             if name in self._entries:
                 raise ValueError(f"{self.kind} {name!r} registered twice")
             summary = (factory.__doc__ or "").strip().splitlines()[0] if factory.__doc__ else ""
-            self._entries[name] = Entry(name, factory, options_cls, summary)
+            self._entries[name] = Entry(name, factory, options_cls, summary, client, client_options_cls)
             return factory
         return decorator
 

@@ -1,8 +1,10 @@
 """Checkpoints: the whole training state in one file, written atomically, holding data only.
 
-Component states are nested dicts of tensors and plain values, except per-client stores
-(:class:`fedhet.core.store.ClientStore`), which are replaced by their snapshot on save and loaded back
-into the freshly initialised stores on restore.
+Component states are nested typed states (NamedTuples, docs/design.md "State"), dicts, tensors
+and plain values, and per-client stores (:class:`fedhet.core.store.ClientStore`). On save a typed state
+becomes the dict of its fields and a store its snapshot; on restore both are rebuilt from the
+freshly initialised state of the same run (its NamedTuple types, its stores), so the file holds
+plain data only.
 
 The file format (version 2) is::
 
@@ -33,9 +35,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from fedhet.errors import FedhetError
 from fedhet.core.io import atomic_write_bytes
 from fedhet.core.store import ClientStore
-from fedhet.errors import FedhetError
 
 CHECKPOINT_NAME = "checkpoint.pt"
 PREVIOUS_NAME = "checkpoint.prev.pt"
@@ -55,6 +57,8 @@ def to_saveable(obj: Any, where: str = "state") -> Any:
     scalars made Python numbers. Any other type is a :class:`TypeError` (see the module rules)."""
     if isinstance(obj, ClientStore):
         return {"__client_store__": to_saveable(obj.state_dict(), f"{where}.store")}
+    if _is_typed_state(obj):
+        return {key: to_saveable(value, f"{where}.{key}") for key, value in obj._asdict().items()}
     if isinstance(obj, dict):
         return {key: to_saveable(value, f"{where}.{key}") for key, value in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -81,6 +85,11 @@ def restore(fresh: Any, saved: Any, device: torch.device | str) -> Any:
             raise CheckpointError("checkpoint holds a per-client store where the configured run has none")
         fresh.load_state_dict(saved["__client_store__"])
         return fresh
+    if _is_typed_state(fresh) and isinstance(saved, dict):
+        if set(saved) != set(fresh._fields):
+            raise CheckpointError(f"checkpoint holds a {type(fresh).__name__} with fields {sorted(saved)}, the "
+                                  f"configured run has {sorted(fresh._fields)}")
+        return type(fresh)(**{key: restore(getattr(fresh, key), saved[key], device) for key in fresh._fields})
     if isinstance(saved, dict):
         fresh_dict = fresh if isinstance(fresh, dict) else {}
         return {key: restore(fresh_dict.get(key), value, device) for key, value in saved.items()}
@@ -90,6 +99,11 @@ def restore(fresh: Any, saved: Any, device: torch.device | str) -> Any:
     if isinstance(saved, torch.Tensor):
         return saved.to(fresh.device if isinstance(fresh, torch.Tensor) else device)
     return saved
+
+
+def _is_typed_state(obj: Any) -> bool:
+    """Whether ``obj`` is a typed state (a NamedTuple instance)."""
+    return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
 
 
 def encode_checkpoint(state: dict[str, Any]) -> bytes:

@@ -106,6 +106,8 @@ def _tensors(value: Any, path: str = "") -> list[tuple[str, torch.Tensor]]:
     """``(key path, tensor)`` for every tensor in a nested state."""
     if isinstance(value, torch.Tensor):
         return [(path, value)]
+    if isinstance(value, tuple) and hasattr(value, "_fields"):      # a typed state (NamedTuple)
+        value = value._asdict()
     if isinstance(value, dict):
         return [item for k, v in value.items() for item in _tensors(v, f"{path}.{k}" if path else str(k))]
     if isinstance(value, (list, tuple)):
@@ -132,7 +134,7 @@ def _stores_in(value: Any) -> list[_StoreRequest]:
     return []
 
 
-def measure_server_state(server: Any, *, num_clients: int, dim: int, dtype: torch.dtype, solver: Any,
+def measure_server_state(server: Any, *, num_clients: int, dim: int, dtype: torch.dtype,
                          param_names: tuple[str, ...] = (), param_slices: Optional[Callable[..., torch.Tensor]] = None
                          ) -> tuple[list[_StoreRequest], dict[str, int]]:
     """The stores a server's ``init`` asks for and the bytes of each of its other state tensors,
@@ -148,7 +150,7 @@ def measure_server_state(server: Any, *, num_clients: int, dim: int, dtype: torc
                                 client_sizes=torch.ones(num_clients), make_store=make_store,
                                 # Values do not exist on meta; servers that need p_n see its shape.
                                 participation_probabilities=torch.full((num_clients,), 0.5, dtype=torch.float64),
-                                solver=solver, param_names=param_names, param_slices=param_slices)
+                                param_names=param_names, param_slices=param_slices)
         state = server.init(params, context)
     return _stores_in(state), _tensor_bytes(state)
 
@@ -238,16 +240,15 @@ def check_resources(needs: list[Need], *, mode: str, run_dir: str | Path, store_
 def needs_for_run(config: Any, task: Any) -> tuple[list[Need], Optional[str]]:
     """The estimate for a configured run (``config``, the built ``task``) and, when the server's
     state could not be measured, why (module docstring)."""
-    from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
+    from fedhet.algorithms import build
 
     run = config.run
-    solver = CLIENT_SOLVERS.get(config.client.name).factory(config.client.options)
-    server = SERVERS.get(config.server.name).factory(config.server.options)
+    solver, server = build(config)
     store_dtype = run.dtype if run.store_dtype == "auto" else run.store_dtype
     unmeasured = None
     try:
         stores, tensor_bytes = measure_server_state(server, num_clients=task.num_clients, dim=task.spec.dim,
-                                                    dtype=task.dtype, solver=solver, param_names=task.spec.names,
+                                                    dtype=task.dtype, param_names=task.spec.names,
                                                     param_slices=task.spec.slices)
     except Exception as error:  # a server whose init needs real data: estimate without it
         stores, tensor_bytes = [], {}

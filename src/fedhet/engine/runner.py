@@ -4,8 +4,7 @@
 
     for t in rounds:
         S_t, participation_state = participation.sample(participation_state, t)
-        cohort = backend.train_cohort(task, solver, x, S_t, per-client states of S_t, broadcast)
-        solver_global = solver.server_update(solver_global, cohort)
+        cohort = backend.train_cohort(task, solver, x, S_t, per-client states of S_t, server.broadcast(server_state))
         x, server_state, metrics = server.step(server_state, x, cohort)
         evaluate every run.eval_every rounds; callbacks (metrics.jsonl, checkpoint, progress, stop)
 
@@ -23,13 +22,14 @@ from typing import Any, Callable, Iterable, Optional
 
 import torch
 
+from fedhet.algorithms import build as build_algorithm
 from fedhet.backends.base import usable_cpus
 from fedhet.backends.ray_backend import RayWorkersLostError
 from fedhet.backends.select import select_backend
 from fedhet.config.schema import ExperimentConfig, config_to_toml, load_config, parse_override
 from fedhet.core.dataset import DatasetBundle, TensorDataset
 from fedhet.core.io import atomic_torch_save, atomic_write_json, atomic_write_text
-from fedhet.core.registry import CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS, SERVERS
+from fedhet.core.registry import DATASETS, MODELS, PARTICIPATION, PARTITIONERS
 from fedhet.core.seeding import derive_seed
 from fedhet.core.store import StoreOptions
 from fedhet.core.task import FederatedTask, build_task, evaluate
@@ -149,11 +149,11 @@ class RunHandle:
         store_dtype = run.dtype if run.store_dtype == "auto" else run.store_dtype
         store_options = StoreOptions(dtype=store_dtype, device=str(self.task.device),
                                      mmap_dir=str(run_dir / "stores") if run.store_mmap else None)
+        solver, server = build_algorithm(config)
         self.simulator = Simulator(
             self.task,
             participation=PARTICIPATION.get(config.participation.name).factory(config.participation.options),
-            solver=CLIENT_SOLVERS.get(config.client.name).factory(config.client.options),
-            server=SERVERS.get(config.server.name).factory(config.server.options),
+            solver=solver, server=server,
             seed=run.seed, client_label_counts=federation.label_counts, backend=backend,
             store_options=store_options, max_rounds=run.rounds)
         self.backend = backend

@@ -3,9 +3,12 @@
 ::
 
     S_t, participation_state = participation.sample(participation_state, t)
-    cohort, new_client_states = backend.train_cohort(task, solver, RoundWork(x, S_t, ...))
-    solver_global = solver.server_update(solver_global, cohort, N, x)
+    cohort, new_client_states = backend.train_cohort(task, solver, RoundWork(x, S_t, server.broadcast(server_state), ...))
     x, server_state, metrics = server.step(server_state, x, cohort, context)
+
+The solver and the server method are one algorithm's two halves, built together by
+:func:`fedhet.algorithms.build` (server-side state the clients need is the server's, published by
+``server.broadcast``; docs/design.md "Server-side state").
 
 :class:`Simulator` is what tests and notebooks use directly (any task, loss and components);
 :mod:`fedhet.engine.runner` wraps it with configuration, evaluation, files and callbacks. Every
@@ -21,18 +24,18 @@ import torch
 
 from fedhet.backends.base import RoundWork
 from fedhet.backends.sequential import SequentialBackend
-from fedhet.client.base import local_learning_rate
-from fedhet.core.cohort import Cohort
-from fedhet.core.store import ClientStore, StoreOptions
-from fedhet.core.task import FederatedTask
+from fedhet.client.base import local_learning_rate, with_effective_steps
 from fedhet.engine import checkpoint as ckpt
+from fedhet.core.cohort import Cohort
 from fedhet.engine.determinism import deterministic_kernels
 from fedhet.engine.divergence import divergence_reason
 from fedhet.engine.metrics import cohort_metrics
 from fedhet.engine.participation_log import ParticipationLog
+from fedhet.core.task import FederatedTask
 from fedhet.errors import FedhetError
 from fedhet.participation.base import ParticipationContext
 from fedhet.server.base import ServerContext
+from fedhet.core.store import ClientStore, StoreOptions
 
 
 class TrainingDivergedError(FedhetError, RuntimeError):
@@ -65,7 +68,6 @@ class Simulator:
         self.next_round = 0
         self.participation_state = self.process.init(self.participation_context)
         self.client_stores = {name: self.make_store(f"client-{name}") for name in self.solver.client_state_names}
-        self.solver_global = self.solver.init_global(self.params)
         self.server_state = self.server.init(self.params, self.server_context(0))
         # Which clients trained in which round (for rasters and FedAU diagnostics); grown as rounds
         # run, so ``max_rounds`` (kept for callers) no longer preallocates anything.
@@ -82,7 +84,7 @@ class Simulator:
             round_index=round_index, num_clients=self.task.num_clients, seed=self.seed,
             client_sizes=self.task.client_sizes.to(self.device), make_store=self.make_store,
             participation_probabilities=self.process.probabilities(self.participation_state),
-            solver=self.solver, client_learning_rate=self.learning_rate(round_index),
+            client_learning_rate=self.learning_rate(round_index),
             param_names=self.task.spec.names, param_slices=self.task.spec.slices,
             participation_explore=bool(getattr(self.process, "explore", False)))
 
@@ -104,17 +106,17 @@ class Simulator:
         if client_ids.numel() > 0:
             work = RoundWork(round_index=t, seed=self.seed, params=self.params, client_ids=client_ids,
                              client_states={name: store.read(client_ids) for name, store in self.client_stores.items()},
-                             broadcast=self.solver.broadcast(self.solver_global), learning_rate=learning_rate)
+                             broadcast=self.server.broadcast(self.server_state), learning_rate=learning_rate)
             cohort, new_states = self.backend.train_cohort(task, self.solver, work)
             # A deployment's backend (fedhet.flower) returns only the clients whose replies arrived
             # (docs/flower.md, "Failures"): the round goes on with those, and only they count as
             # having participated. Simulation backends return every sampled client.
             client_ids = cohort.client_ids.to(torch.int64).cpu()
+            with_effective_steps(cohort, self.solver, learning_rate)
             for name, store in self.client_stores.items():
                 store.write(client_ids, new_states[name])
         else:
             cohort = Cohort.empty(task.spec.dim, task.dtype, task.device)
-        self.solver_global = self.solver.server_update(self.solver_global, cohort, task.num_clients, self.params)
         params, self.server_state, server_metrics = self.server.step(self.server_state, self.params, cohort,
                                                                      self.server_context(t))
         diagnostics = cohort_metrics(cohort)
@@ -137,6 +139,12 @@ class Simulator:
         return record, cohort
 
     @property
+    def broadcast(self) -> dict[str, torch.Tensor]:
+        """What the clients of the next round receive (the server method's broadcast, e.g.
+        SCAFFOLD's ``control_variate``)."""
+        return self.server.broadcast(self.server_state)
+
+    @property
     def participation_log(self) -> torch.Tensor:
         """``[rounds run, N]`` bool: whether client n trained in round t."""
         return self.participations.dense()
@@ -151,7 +159,7 @@ class Simulator:
     def state_dict(self) -> dict[str, Any]:
         return {"next_round": self.next_round, "params": self.params,
                 "participation": self.participation_state, "client_stores": self.client_stores,
-                "solver_global": self.solver_global, "server": self.server_state,
+                "server": self.server_state,
                 "participation_log": self.participations.state_dict(),
                 "e_lud_sum": self.e_lud_sum, "e_lud_count": self.e_lud_count}
 
@@ -161,7 +169,6 @@ class Simulator:
         self.params = restored["params"]
         self.participation_state = restored["participation"]
         self.client_stores = restored["client_stores"]
-        self.solver_global = restored["solver_global"]
         self.server_state = restored["server"]
         self.participations.load_state_dict(restored["participation_log"])
         self.e_lud_sum, self.e_lud_count = restored["e_lud_sum"], restored["e_lud_count"]

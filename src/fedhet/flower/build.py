@@ -1,8 +1,8 @@
 """Building a run's pieces from a fedhet config, for the Flower apps: one place, so that a change in
-how fedhet builds components (registries today) touches this module only.
+how fedhet builds components touches this module only.
 
 Both apps build the same objects ``fedhet run`` builds (``engine/runner.py``: ``build_federation``,
-the registries, ``run.threads``), which is what makes a deployment reproduce the simulation: the
+``fedhet.algorithms.build``, ``run.threads``), which is what makes a deployment reproduce the simulation: the
 same data, partition, model and options from the same config and seed.
 """
 from __future__ import annotations
@@ -77,13 +77,14 @@ class Components:
 
 def build_components(config: ExperimentConfig) -> Components:
     """Participation process, local solver and server method, as :class:`fedhet.engine.runner.RunHandle`
-    builds them."""
-    from fedhet.core.registry import CLIENT_SOLVERS, PARTICIPATION, SERVERS
+    builds them (the two halves of the algorithm from one place, :func:`fedhet.algorithms.build`)."""
+    from fedhet.algorithms import build as build_algorithm
+    from fedhet.core.registry import PARTICIPATION
 
+    solver, server = build_algorithm(config)
     return Components(
         participation=PARTICIPATION.get(config.participation.name).factory(config.participation.options),
-        solver=CLIENT_SOLVERS.get(config.client.name).factory(config.client.options),
-        server=SERVERS.get(config.server.name).factory(config.server.options))
+        solver=solver, server=server)
 
 
 def build_federation(config: ExperimentConfig) -> Any:

@@ -1,7 +1,7 @@
 """fedhet's ServerApp: any fedhet server method, with its state, over a Flower federation.
 
 The ServerApp reuses fedhet's round logic as it is: a :class:`fedhet.engine.simulator.Simulator`
-(participation sample -> broadcast -> cohort -> ``solver.server_update`` -> ``server.step``) whose
+(participation sample -> ``server.broadcast`` -> cohort -> ``server.step``) whose
 backend is :class:`fedhet.flower.backend.FlowerBackend`, so the server method's state (FedAWARE's
 momenta and Gram matrix, FedAU's interval statistics, FedVarp/MIFA tables, the AWARE projection, the
 server halves of SCAFFOLD/FedDyn/FedADMM/FedSpeed) is the simulation's, updated by the same code. Only

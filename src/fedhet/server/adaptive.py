@@ -43,16 +43,15 @@ All state tensors have the model's dtype and device; the step count is an ``int`
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import NamedTuple
 
 import torch
 
 from fedhet.core.options import option
 from fedhet.core.registry import SERVERS
-from fedhet.server.base import ServerOptions, WeightedAverage, compose
+from fedhet.server.base import ServerOptions, WeightedAverage
+from fedhet.server.methods import server_method
 
-ADAPTIVE_RULES = ("adagrad", "adam", "yogi")
-AMS_RULES = ("ams", "amsgrad")
 
 
 # --- options ------------------------------------------------------------------------------------
@@ -98,6 +97,29 @@ class AMSOptions(ServerOptions):
 
 # --- server optimisers ----------------------------------------------------------------------------
 
+class MomentumState(NamedTuple):
+    """FedAvgM's state: the heavy-ball velocity ``v``."""
+
+    velocity: torch.Tensor
+
+
+class AdaptiveState(NamedTuple):
+    """FedAdagrad / FedAdam / FedYogi's state."""
+
+    step: int
+    first_moment: torch.Tensor
+    second_moment: torch.Tensor
+
+
+class AMSState(NamedTuple):
+    """FedAMS / FedAMSGrad's state."""
+
+    step: int
+    first_moment: torch.Tensor
+    second_moment: torch.Tensor
+    max_second_moment: torch.Tensor
+
+
 class ServerMomentum:
     """Heavy-ball server momentum: ``v <- beta v + G``, ``u = eta_g v`` (FedAvgM, Hsu et al. 2019)."""
 
@@ -105,12 +127,12 @@ class ServerMomentum:
         self.learning_rate = learning_rate
         self.momentum = momentum
 
-    def init(self, params: torch.Tensor) -> dict[str, Any]:
-        return {"velocity": torch.zeros_like(params)}
+    def init(self, params: torch.Tensor) -> MomentumState:
+        return MomentumState(velocity=torch.zeros_like(params))
 
     def update(self, state, pseudo_gradient, context):
-        velocity = self.momentum * state["velocity"] + pseudo_gradient
-        return self.learning_rate * velocity, {"velocity": velocity}
+        velocity = self.momentum * state.velocity + pseudo_gradient
+        return self.learning_rate * velocity, MomentumState(velocity)
 
 
 def _bias_corrections(beta1: float, beta2: float, step: int, enabled: bool) -> tuple[float, float]:
@@ -120,78 +142,131 @@ def _bias_corrections(beta1: float, beta2: float, step: int, enabled: bool) -> t
     return 1.0 - beta1 ** step, 1.0 - beta2 ** step
 
 
-class AdaptiveServerOptimizer:
-    """Reddi et al.'s FedAdagrad / FedAdam / FedYogi server step (module docstring).
+class AdaptiveOptimizer:
+    """Reddi et al.'s adaptive server step (module docstring); subclasses give the second-moment rule.
 
     State: ``step`` (int), ``first_moment`` m, ``second_moment`` v (``v_0 = tau^2``).
     """
 
-    def __init__(self, rule: str, *, learning_rate: float, beta1: float, beta2: float, tau: float,
-                 bias_correction: bool):
-        if rule not in ADAPTIVE_RULES:
-            raise ValueError(f"adaptive rule {rule!r} unknown; allowed: {', '.join(ADAPTIVE_RULES)}")
-        self.rule = rule
+    # Whether v is an exponential average, so bias correction divides it by (1 - b2^t).
+    averages_second_moment = True
+
+    def __init__(self, *, learning_rate: float, beta1: float, beta2: float, tau: float, bias_correction: bool):
         self.learning_rate = learning_rate
         self.beta1, self.beta2, self.tau = beta1, beta2, tau
         self.bias_correction = bias_correction
 
-    def init(self, params: torch.Tensor) -> dict[str, Any]:
-        return {"step": 0, "first_moment": torch.zeros_like(params),
-                "second_moment": torch.full_like(params, self.tau ** 2)}
+    @classmethod
+    def from_options(cls, options: AdaptiveOptions) -> "AdaptiveOptimizer":
+        return cls(learning_rate=options.learning_rate, beta1=options.beta1, beta2=options.beta2, tau=options.tau,
+                   bias_correction=options.bias_correction)
+
+    def second_moment(self, second: torch.Tensor, grad_sq: torch.Tensor) -> torch.Tensor:
+        """The new ``v`` from the old ``v`` and ``G^2``."""
+        raise NotImplementedError
+
+    def init(self, params: torch.Tensor) -> AdaptiveState:
+        return AdaptiveState(step=0, first_moment=torch.zeros_like(params),
+                             second_moment=torch.full_like(params, self.tau ** 2))
 
     def update(self, state, pseudo_gradient, context):
-        step = state["step"] + 1
+        step = state.step + 1
         grad_sq = pseudo_gradient * pseudo_gradient
-        first = self.beta1 * state["first_moment"] + (1 - self.beta1) * pseudo_gradient
-        second = state["second_moment"]
-        if self.rule == "adagrad":
-            second = second + grad_sq
-        elif self.rule == "adam":
-            second = self.beta2 * second + (1 - self.beta2) * grad_sq
-        else:  # yogi: additive, sign-controlled change of v (Zaheer et al. 2018)
-            second = second - (1 - self.beta2) * grad_sq * torch.sign(second - grad_sq)
+        first = self.beta1 * state.first_moment + (1 - self.beta1) * pseudo_gradient
+        second = self.second_moment(state.second_moment, grad_sq)
         correction1, correction2 = _bias_corrections(self.beta1, self.beta2, step, self.bias_correction)
-        if self.rule == "adagrad":
-            correction2 = 1.0      # v is a running sum, not an exponential average
+        if not self.averages_second_moment:
+            correction2 = 1.0
         denominator = (second / correction2).sqrt() + self.tau
         update = (self.learning_rate / correction1) * first / denominator
-        return update, {"step": step, "first_moment": first, "second_moment": second}
+        return update, AdaptiveState(step, first, second)
 
 
-class AMSServerOptimizer:
-    """FedAMS / FedAMSGrad server step (Wang, Lin, Chen 2022; module docstring).
+class AdagradOptimizer(AdaptiveOptimizer):
+    """FedAdagrad: ``v <- v + G^2`` (a running sum: only ``m`` is bias-corrected)."""
+
+    averages_second_moment = False
+
+    def second_moment(self, second, grad_sq):
+        return second + grad_sq
+
+
+class AdamOptimizer(AdaptiveOptimizer):
+    """FedAdam: ``v <- b2 v + (1 - b2) G^2``."""
+
+    def second_moment(self, second, grad_sq):
+        return self.beta2 * second + (1 - self.beta2) * grad_sq
+
+
+class YogiOptimizer(AdaptiveOptimizer):
+    """FedYogi: ``v <- v - (1 - b2) G^2 sign(v - G^2)``, an additive, sign-controlled change of v
+    (Zaheer et al. 2018)."""
+
+    def second_moment(self, second, grad_sq):
+        return second - (1 - self.beta2) * grad_sq * torch.sign(second - grad_sq)
+
+
+class AMSOptimizer:
+    """FedAMS / FedAMSGrad server step (Wang, Lin, Chen 2022; module docstring); subclasses place ``eps``.
 
     State: ``step`` (int), ``first_moment`` m, ``second_moment`` v, ``max_second_moment`` vhat.
     """
 
-    def __init__(self, rule: str, *, learning_rate: float, beta1: float, beta2: float, eps: float,
-                 bias_correction: bool):
-        if rule not in AMS_RULES:
-            raise ValueError(f"AMS rule {rule!r} unknown; allowed: {', '.join(AMS_RULES)}")
-        self.rule = rule
+    def __init__(self, *, learning_rate: float, beta1: float, beta2: float, eps: float, bias_correction: bool):
         self.learning_rate = learning_rate
         self.beta1, self.beta2, self.eps = beta1, beta2, eps
         self.bias_correction = bias_correction
 
-    def init(self, params: torch.Tensor) -> dict[str, Any]:
-        floor = self.eps if self.rule == "ams" else 0.0
-        return {"step": 0, "first_moment": torch.zeros_like(params), "second_moment": torch.zeros_like(params),
-                "max_second_moment": torch.full_like(params, floor)}
+    @classmethod
+    def from_options(cls, options: AMSOptions) -> "AMSOptimizer":
+        return cls(learning_rate=options.learning_rate, beta1=options.beta1, beta2=options.beta2, eps=options.eps,
+                   bias_correction=options.bias_correction)
+
+    def initial_max(self) -> float:
+        """``vhat_0``."""
+        raise NotImplementedError
+
+    def bound(self, max_second: torch.Tensor) -> torch.Tensor:
+        """``vhat`` after ``max(vhat, v)``."""
+        return max_second
+
+    def denominator(self, root: torch.Tensor) -> torch.Tensor:
+        """The step's divisor from ``sqrt(vhat / (1 - b2^t))``."""
+        return root
+
+    def init(self, params: torch.Tensor) -> AMSState:
+        return AMSState(step=0, first_moment=torch.zeros_like(params), second_moment=torch.zeros_like(params),
+                        max_second_moment=torch.full_like(params, self.initial_max()))
 
     def update(self, state, pseudo_gradient, context):
-        step = state["step"] + 1
-        first = self.beta1 * state["first_moment"] + (1 - self.beta1) * pseudo_gradient
-        second = self.beta2 * state["second_moment"] + (1 - self.beta2) * pseudo_gradient * pseudo_gradient
-        max_second = torch.maximum(state["max_second_moment"], second)
-        if self.rule == "ams":
-            max_second = max_second.clamp(min=self.eps)
+        step = state.step + 1
+        first = self.beta1 * state.first_moment + (1 - self.beta1) * pseudo_gradient
+        second = self.beta2 * state.second_moment + (1 - self.beta2) * pseudo_gradient * pseudo_gradient
+        max_second = self.bound(torch.maximum(state.max_second_moment, second))
         correction1, correction2 = _bias_corrections(self.beta1, self.beta2, step, self.bias_correction)
-        denominator = (max_second / correction2).sqrt()
-        if self.rule == "amsgrad":
-            denominator = denominator + self.eps
+        denominator = self.denominator((max_second / correction2).sqrt())
         update = (self.learning_rate / correction1) * first / denominator
-        return update, {"step": step, "first_moment": first, "second_moment": second,
-                        "max_second_moment": max_second}
+        return update, AMSState(step, first, second, max_second)
+
+
+class FedAMSOptimizer(AMSOptimizer):
+    """FedAMS: ``vhat <- max(vhat, v, eps)`` (``vhat_0 = eps``), ``u = eta m / sqrt(vhat)``."""
+
+    def initial_max(self) -> float:
+        return self.eps
+
+    def bound(self, max_second):
+        return max_second.clamp(min=self.eps)
+
+
+class FedAMSGradOptimizer(AMSOptimizer):
+    """FedAMSGrad: ``vhat <- max(vhat, v)`` (``vhat_0 = 0``), ``u = eta m / (sqrt(vhat) + eps)``."""
+
+    def initial_max(self) -> float:
+        return 0.0
+
+    def denominator(self, root):
+        return root + self.eps
 
 
 # --- named server methods -------------------------------------------------------------------------
@@ -199,47 +274,34 @@ class AMSServerOptimizer:
 @SERVERS.register("fedavgm", FedAvgMOptions)
 def make_fedavgm(options: FedAvgMOptions):
     """FedAvgM: G = sum_S p_i g_i; v <- beta v + G; x <- x - eta_g v (Hsu et al. 2019)."""
-    return compose(WeightedAverage(), ServerMomentum(options.learning_rate, options.momentum), options)
-
-
-def _make_adaptive(rule: str, options: AdaptiveOptions):
-    optimizer = AdaptiveServerOptimizer(rule, learning_rate=options.learning_rate, beta1=options.beta1,
-                                        beta2=options.beta2, tau=options.tau,
-                                        bias_correction=options.bias_correction)
-    return compose(WeightedAverage(), optimizer, options)
+    return server_method(WeightedAverage(), ServerMomentum(options.learning_rate, options.momentum), options)
 
 
 @SERVERS.register("fedadagrad", AdaptiveOptions)
 def make_fedadagrad(options: AdaptiveOptions):
     """FedAdagrad: m <- b1 m + (1-b1) G; v <- v + G^2; x <- x - eta_g m/(sqrt(v)+tau) (Reddi et al. 2021)."""
-    return _make_adaptive("adagrad", options)
+    return server_method(WeightedAverage(), AdagradOptimizer.from_options(options), options)
 
 
 @SERVERS.register("fedadam", AdaptiveOptions)
 def make_fedadam(options: AdaptiveOptions):
     """FedAdam: m <- b1 m + (1-b1) G; v <- b2 v + (1-b2) G^2; x <- x - eta_g m/(sqrt(v)+tau) (Reddi et al. 2021)."""
-    return _make_adaptive("adam", options)
+    return server_method(WeightedAverage(), AdamOptimizer.from_options(options), options)
 
 
 @SERVERS.register("fedyogi", AdaptiveOptions)
 def make_fedyogi(options: AdaptiveOptions):
     """FedYogi: v <- v - (1-b2) G^2 sign(v - G^2); x <- x - eta_g m/(sqrt(v)+tau) (Reddi et al. 2021)."""
-    return _make_adaptive("yogi", options)
-
-
-def _make_ams(rule: str, options: AMSOptions):
-    optimizer = AMSServerOptimizer(rule, learning_rate=options.learning_rate, beta1=options.beta1,
-                                   beta2=options.beta2, eps=options.eps, bias_correction=options.bias_correction)
-    return compose(WeightedAverage(), optimizer, options)
+    return server_method(WeightedAverage(), YogiOptimizer.from_options(options), options)
 
 
 @SERVERS.register("fedams", AMSOptions)
 def make_fedams(options: AMSOptions):
     """FedAMS: Adam moments; vhat <- max(vhat, v, eps); x <- x - eta m/sqrt(vhat) (Wang, Lin, Chen 2022)."""
-    return _make_ams("ams", options)
+    return server_method(WeightedAverage(), FedAMSOptimizer.from_options(options), options)
 
 
 @SERVERS.register("fedamsgrad", AMSOptions)
 def make_fedamsgrad(options: AMSOptions):
     """FedAMSGrad: Adam moments; vhat <- max(vhat, v); x <- x - eta m/(sqrt(vhat)+eps) (Wang, Lin, Chen 2022)."""
-    return _make_ams("amsgrad", options)
+    return server_method(WeightedAverage(), FedAMSGradOptimizer.from_options(options), options)

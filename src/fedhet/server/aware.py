@@ -10,14 +10,15 @@ keep FedAWARE's per-client momenta alongside, compute FedAWARE's ``d`` and step 
 fedhet applies it to the optimiser's final step ``u = eta_g dtilde`` (after its momentum or adaptive
 transform): ``u <- (<u, d>/<d, d>) d``, which is the same thing. It is one
 :class:`~fedhet.server.base.StepTransform`, :class:`AwareProjection`, that
-:func:`~fedhet.server.base.compose` inserts after the optimiser of *every* method it builds when
+:func:`~fedhet.server.methods.server_method` puts after the optimiser of *every* named method when
 ``server.aware = true``; no method has AWARE code of its own. A method whose server update is not a
-gradient step (FedDyn) declares it to ``compose`` (``aware_incompatible``), which then refuses
+gradient step (FedDyn) says so to ``server_method`` (``not_a_gradient_step``), which then refuses
 ``server.aware = true`` with a ConfigError.
 
 The momenta, their Gram matrix and ``d`` are FedAWARE's (:class:`fedhet.server.fedaware.MomentumDirection`),
 tuned by the ``aware_*`` options of :class:`~fedhet.server.base.ServerOptions` (``aware_alpha``,
-``aware_normalize``, ``aware_solver_tol``, ``aware_solver_max_iter``, ``aware_momentum_layers``),
+``aware_normalize``, ``aware_solver_tol``, ``aware_solver_max_iter``, ``aware_momentum_layers``: an
+:class:`~fedhet.server.aware_options.AwareOptions`, read by ``AwareOptions.read(options, "aware_")``),
 stored in a per-client store named ``aware_momentum`` (the run's dtype, memory mapping; checkpointed).
 The momenta are updated from every round's uploads ``g_i``, whatever the method's own aggregation.
 
@@ -32,26 +33,13 @@ NaN before there is a ``d``), and FedAWARE's ``aware_weight_entropy``,
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
 from fedhet.core.cohort import Cohort
+from fedhet.server.aware_options import AwareOptions
 from fedhet.server.base import ServerContext, ServerOptions
-from fedhet.server.fedaware import DirectionSettings, MomentumDirection
-
-
-def aware_settings(options: ServerOptions) -> DirectionSettings:
-    """FedAWARE direction settings from the ``aware_*`` options of any server method."""
-    return DirectionSettings(alpha=options.aware_alpha, normalize=options.aware_normalize, uniform_weights=False,
-                             solver_tol=options.aware_solver_tol, solver_max_iter=options.aware_solver_max_iter,
-                             momentum_layers=tuple(options.aware_momentum_layers), store_name="aware_momentum",
-                             option_prefix="server.aware_")
-
-
-def aware_transform(options: ServerOptions) -> "AwareProjection":
-    """The AWARE step transform configured by ``options`` (used by :func:`~fedhet.server.base.compose`)."""
-    return AwareProjection(aware_settings(options))
+from fedhet.server.fedaware import DirectionSettings, DirectionState, MomentumDirection
 
 
 def project_onto(update: torch.Tensor, direction: torch.Tensor) -> tuple[torch.Tensor, float, float]:
@@ -74,14 +62,20 @@ class AwareProjection:
     def __init__(self, settings: DirectionSettings):
         self.direction = MomentumDirection(settings)
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
+    @classmethod
+    def from_options(cls, options: ServerOptions) -> "AwareProjection":
+        """The projection tuned by the ``aware_*`` options of any server method."""
+        return cls(DirectionSettings.of(AwareOptions.read(options, "aware_"), store_name="aware_momentum",
+                                        option_prefix="server.aware_"))
+
+    def init(self, params: torch.Tensor, context: ServerContext) -> DirectionState:
         return self.direction.init(params, context)
 
-    def observe(self, state: dict[str, Any], cohort: Cohort, context: ServerContext) -> dict[str, Any]:
+    def observe(self, state: DirectionState, cohort: Cohort, context: ServerContext) -> DirectionState:
         return self.direction.observe(state, cohort, context)
 
-    def apply(self, state: dict[str, Any], update: torch.Tensor, cohort: Cohort,
-              context: ServerContext) -> tuple[torch.Tensor, dict[str, Any], dict[str, float]]:
+    def apply(self, state: DirectionState, update: torch.Tensor, cohort: Cohort,
+              context: ServerContext) -> tuple[torch.Tensor, DirectionState, dict[str, float]]:
         direction, metrics = self.direction.direction(state, cohort)
         if direction is None:
             return update, state, {**metrics, "aware_cosine": math.nan}

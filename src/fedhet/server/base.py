@@ -5,23 +5,32 @@ pseudo-gradients ``g_i = -delta_i``. An **aggregator** turns a cohort into one p
 a **server optimiser** turns ``G`` into a step ``u``; the new model is ``x - u``. Both are immutable
 objects with explicit state (``init`` / ``aggregate`` / ``update`` take state and return new state),
 as in optax; composition, not inheritance, builds the named methods: FedYogi = data-size aggregation
-+ Yogi optimiser; FedAWARE = min-norm aggregation of momenta + SGD. An optional **step transform**
-after the optimiser replaces ``u`` (the AWARE extension: ``u`` projected onto FedAWARE's direction);
-:func:`compose` builds every named method and applies the options common to all of them.
++ Yogi optimiser; FedAWARE = min-norm aggregation of momenta + SGD. Optional **step transforms**
+after the optimiser replace ``u`` (the AWARE extension: ``u`` projected onto FedAWARE's direction);
+:func:`compose` puts the stages together and knows no method by name
+(:func:`fedhet.server.methods.server_method` applies the options common to every named method).
 
-A **server method** is anything with ``init(params, context) -> state`` and
+States are typed (a NamedTuple per stage, :class:`ServerState` for a composed method) and hold
+tensors, numbers and per-client stores; a state holding a :class:`~fedhet.core.store.ClientStore` is
+*consumed* by the call that takes it (the store is written in place), so callers use only the
+returned state (docs/design.md, "State").
+
+A **server method** is anything with ``init(params, context) -> state``,
+``broadcast(state) -> {name: tensor}`` (what clients receive; server-side state a local solver
+needs lives here, docs/design.md "Server-side state") and
 ``step(state, params, cohort, context) -> (new_params, state, metrics)``; :class:`ComposedServer` is
 the usual one.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence
 
 import torch
 
+from fedhet.core.options import option
 from fedhet.core.cohort import Cohort
-from fedhet.core.options import ConfigError, option
+from fedhet.server.aware_options import aware_field
 from fedhet.core.store import ClientStore
 
 
@@ -36,7 +45,6 @@ class ServerContext:
     client_sizes: torch.Tensor                          # [N] examples per client
     make_store: Callable[..., ClientStore]
     participation_probabilities: Optional[torch.Tensor] = None   # known p_n, when the process has them
-    solver: Any = None                                  # the local solver (FedNova asks it for a_i)
     client_learning_rate: float = 0.0                   # eta_l the clients used this round (after decay)
     param_names: tuple[str, ...] = ()                   # for per-layer options (store subsets)
     param_slices: Callable[..., torch.Tensor] | None = None
@@ -45,20 +53,24 @@ class ServerContext:
     participation_explore: bool = False
 
 
-class Aggregator(Protocol):
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]: ...
+class NoState(NamedTuple):
+    """The state of a stage that keeps none (e.g. :class:`WeightedAverage`, :class:`ServerSGD`)."""
 
-    def aggregate(self, state: dict[str, Any], cohort: Cohort,
-                  context: ServerContext) -> tuple[Optional[torch.Tensor], dict[str, Any], dict[str, float]]:
+
+class Aggregator(Protocol):
+    def init(self, params: torch.Tensor, context: ServerContext) -> Any: ...
+
+    def aggregate(self, state: Any, cohort: Cohort,
+                  context: ServerContext) -> tuple[Optional[torch.Tensor], Any, dict[str, float]]:
         """``(G, new_state, metrics)``; ``G`` is None when there is nothing to apply this round."""
         ...
 
 
 class ServerOptimizer(Protocol):
-    def init(self, params: torch.Tensor) -> dict[str, Any]: ...
+    def init(self, params: torch.Tensor) -> Any: ...
 
-    def update(self, state: dict[str, Any], pseudo_gradient: torch.Tensor,
-               context: ServerContext) -> tuple[torch.Tensor, dict[str, Any]]:
+    def update(self, state: Any, pseudo_gradient: torch.Tensor,
+               context: ServerContext) -> tuple[torch.Tensor, Any]:
         """``(u, new_state)``: the step, applied as ``x <- x - u``."""
         ...
 
@@ -70,14 +82,32 @@ class StepTransform(Protocol):
     ``apply`` runs only when there is a step to transform.
     """
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]: ...
+    def init(self, params: torch.Tensor, context: ServerContext) -> Any: ...
 
-    def observe(self, state: dict[str, Any], cohort: Cohort, context: ServerContext) -> dict[str, Any]: ...
+    def observe(self, state: Any, cohort: Cohort, context: ServerContext) -> Any: ...
 
-    def apply(self, state: dict[str, Any], update: torch.Tensor, cohort: Cohort,
-              context: ServerContext) -> tuple[torch.Tensor, dict[str, Any], dict[str, float]]:
+    def apply(self, state: Any, update: torch.Tensor, cohort: Cohort,
+              context: ServerContext) -> tuple[torch.Tensor, Any, dict[str, float]]:
         """``(new_update, new_state, metrics)``."""
         ...
+
+
+class ServerStage(Protocol):
+    """Server-side state that a local solver needs (SCAFFOLD's ``c``, FedCM's ``Delta``, FedADMM's
+    ``x^0``), owned by the server method (docs/design.md, "Server-side state").
+
+    The solver names its stage (:meth:`fedhet.client.base.LocalSolver.server_stage`);
+    :func:`fedhet.algorithms.build` hands it to the server method, whose state holds the stage's
+    state (checkpointed with it). ``update`` runs first in every :meth:`ComposedServer.step`, on the
+    round's cohort and the model ``x`` the clients started from; ``broadcast`` is what every client
+    receives at the start of the next round (:meth:`ComposedServer.broadcast`).
+    """
+
+    def init(self, params: torch.Tensor, context: ServerContext) -> Any: ...
+
+    def update(self, state: Any, cohort: Cohort, context: ServerContext, params: torch.Tensor) -> Any: ...
+
+    def broadcast(self, state: Any) -> dict[str, torch.Tensor]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,27 +115,20 @@ class ServerOptions:
     """Options shared by every server method (``[server]`` section).
 
     Method-specific options subclass this. The ``aware*`` options select and tune the AWARE
-    extension (FedAWARE, AISTATS 2025, Proposition 3.1; :mod:`fedhet.server.aware`), which
-    :func:`compose` applies to any method built with it.
+    extension (FedAWARE, AISTATS 2025, Proposition 3.1; :mod:`fedhet.server.aware`), which every
+    gradient-step method takes (:func:`fedhet.server.methods.server_method`); the ``aware_*``
+    fields are :class:`~fedhet.server.aware_options.AwareOptions`, declared from it.
     """
 
     learning_rate: float = option(1.0, gt=0, symbol="eta_g", help="server (global) learning rate")
     aware: bool = option(False, help="AWARE extension (FedAWARE, AISTATS 2025, Proposition 3.1): keep "
                                      "FedAWARE's per-client momenta alongside this method and replace its "
                                      "step u by the projection (<u, d>/<d, d>) d onto FedAWARE's direction d")
-    aware_alpha: float = option(0.5, gt=0, le=1, symbol="alpha",
-                                help="AWARE momentum weight of the new update: m_i <- (1 - alpha) m_i + alpha g_i "
-                                     "(AISTATS Eq. 3)")
-    aware_normalize: bool = option(True, help="AWARE: solve for the weights on unit-normalised momenta and "
-                                              "build d from them (the authors' code); false = raw momenta "
-                                              "(the paper's Eq. 2)")
-    aware_solver_tol: float = option(1e-8, ge=0, help="AWARE: relative Frank-Wolfe duality-gap tolerance "
-                                                      "of the min-norm solve")
-    aware_solver_max_iter: int = option(10000, ge=1, help="AWARE: iteration cap of the min-norm solve")
-    aware_momentum_layers: tuple[str, ...] = option(
-        default_factory=tuple,
-        help="AWARE: parameter names whose coordinates the momenta keep (empty = all); see "
-             "server.momentum_layers of fedaware for the rule on the other coordinates")
+    aware_alpha: float = aware_field("alpha", help_prefix="AWARE: ")
+    aware_normalize: bool = aware_field("normalize", help_prefix="AWARE: ")
+    aware_solver_tol: float = aware_field("solver_tol", help_prefix="AWARE: ")
+    aware_solver_max_iter: int = aware_field("solver_max_iter", help_prefix="AWARE: ")
+    aware_momentum_layers: tuple[str, ...] = aware_field("momentum_layers", help_prefix="AWARE: ")
 
 
 def data_size_weights(cohort: Cohort) -> torch.Tensor:
@@ -118,8 +141,8 @@ def data_size_weights(cohort: Cohort) -> torch.Tensor:
 class WeightedAverage:
     """``G = sum_{i in S} p_i g_i`` with data-size weights (FedAvg, McMahan et al. 2017)."""
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
-        return {}
+    def init(self, params: torch.Tensor, context: ServerContext) -> NoState:
+        return NoState()
 
     def aggregate(self, state, cohort, context):
         if len(cohort) == 0:
@@ -135,78 +158,83 @@ class ServerSGD:
     def __init__(self, learning_rate: float):
         self.learning_rate = learning_rate
 
-    def init(self, params: torch.Tensor) -> dict[str, Any]:
-        return {}
+    def init(self, params: torch.Tensor) -> NoState:
+        return NoState()
 
     def update(self, state, pseudo_gradient, context):
         return self.learning_rate * pseudo_gradient, state
 
 
+class ServerState(NamedTuple):
+    """The state of a :class:`ComposedServer`: one typed state per stage (``transforms`` in the
+    order of the method's transforms; ``stage`` None without a solver stage)."""
+
+    aggregator: Any
+    optimizer: Any
+    transforms: tuple = ()
+    stage: Any = None
+
+
 class ComposedServer:
     """Aggregator, then optimiser: ``G = aggregate(cohort)``, ``u = optimiser(G)``, ``x <- x - u``;
-    with an optional :class:`StepTransform` between ``u`` and the step (``u <- transform(u)``).
+    with optional :class:`StepTransform` s between ``u`` and the step (``u <- transform(u)``, in
+    order) and an optional :class:`ServerStage` holding server-side state the local solver needs
+    (updated first in every round, published by :meth:`broadcast`).
 
     A round whose aggregator returns no ``G`` (e.g. nobody participated) leaves ``x`` and the
     optimiser state unchanged. Reports ``pseudo_grad_norm = ||G||`` and ``update_norm = ||u||``
-    (the step actually taken, after the transform).
+    (the step actually taken, after the transforms).
     """
 
     def __init__(self, aggregator: Aggregator, optimizer: ServerOptimizer,
-                 transform: Optional[StepTransform] = None):
+                 transforms: Sequence[StepTransform] = (), stage: Optional[ServerStage] = None):
         self.aggregator = aggregator
         self.optimizer = optimizer
-        self.transform = transform
+        self.transforms = tuple(transforms)
+        self.stage = stage
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
-        state = {"aggregator": self.aggregator.init(params, context), "optimizer": self.optimizer.init(params)}
-        if self.transform is not None:
-            state["transform"] = self.transform.init(params, context)
-        return state
+    def with_stage(self, stage: Optional[ServerStage]) -> "ComposedServer":
+        """This method with ``stage`` (a local solver's :class:`ServerStage`; None: unchanged)."""
+        if stage is None:
+            return self
+        if self.stage is not None:
+            raise ValueError("a server method holds one solver stage; this one has one already")
+        return ComposedServer(self.aggregator, self.optimizer, self.transforms, stage)
 
-    def step(self, state, params, cohort, context):
-        pseudo_gradient, agg_state, metrics = self.aggregator.aggregate(state["aggregator"], cohort, context)
-        new_state = dict(state, aggregator=agg_state)
-        if self.transform is not None:
-            new_state["transform"] = self.transform.observe(state["transform"], cohort, context)
+    def init(self, params: torch.Tensor, context: ServerContext) -> ServerState:
+        return ServerState(aggregator=self.aggregator.init(params, context), optimizer=self.optimizer.init(params),
+                           transforms=tuple(transform.init(params, context) for transform in self.transforms),
+                           stage=self.stage.init(params, context) if self.stage is not None else None)
+
+    def broadcast(self, state: ServerState) -> dict[str, torch.Tensor]:
+        """What every client receives at the start of a round: the stage's broadcast (none without one)."""
+        return self.stage.broadcast(state.stage) if self.stage is not None else {}
+
+    def step(self, state: ServerState, params: torch.Tensor, cohort: Cohort,
+             context: ServerContext) -> tuple[torch.Tensor, ServerState, dict[str, float]]:
+        """``(x', new state, metrics)`` for one round. Consumes ``state`` (docs/design.md, "State"):
+        stages whose state holds a :class:`~fedhet.core.store.ClientStore` write it in place, so only the
+        returned state may be used afterwards."""
+        stage = self.stage.update(state.stage, cohort, context, params) if self.stage is not None else None
+        pseudo_gradient, agg_state, metrics = self.aggregator.aggregate(state.aggregator, cohort, context)
+        transform_states = [transform.observe(transform_state, cohort, context)
+                            for transform, transform_state in zip(self.transforms, state.transforms)]
         if pseudo_gradient is None:
-            return params, new_state, metrics
-        update, opt_state = self.optimizer.update(state["optimizer"], pseudo_gradient, context)
-        new_state["optimizer"] = opt_state
+            return params, ServerState(agg_state, state.optimizer, tuple(transform_states), stage), metrics
+        update, opt_state = self.optimizer.update(state.optimizer, pseudo_gradient, context)
         metrics = dict(metrics)
-        if self.transform is not None:
-            update, new_state["transform"], transform_metrics = self.transform.apply(
-                new_state["transform"], update, cohort, context)
+        for index, transform in enumerate(self.transforms):
+            update, transform_states[index], transform_metrics = transform.apply(
+                transform_states[index], update, cohort, context)
             metrics.update(transform_metrics)
         metrics["pseudo_grad_norm"] = float(torch.linalg.vector_norm(pseudo_gradient))
         metrics["update_norm"] = float(torch.linalg.vector_norm(update))
-        return params - update, new_state, metrics
+        return params - update, ServerState(agg_state, opt_state, tuple(transform_states), stage), metrics
 
 
-def compose(aggregator: Aggregator, optimizer: ServerOptimizer, options: ServerOptions, *,
-            aware_incompatible: Optional[str] = None) -> ComposedServer:
-    """The one way named server methods are built from an aggregator and an optimiser.
-
-    Options common to every server method (those of :class:`ServerOptions`) are applied here, so
-    they work for every method with no per-method code:
-
-    - ``options.aware``: the AWARE extension (:func:`fedhet.server.aware.aware_transform`) becomes
-      the :class:`StepTransform` of the composed server, so the optimiser's final step ``u``
-      (after any momentum or adaptive transform) is replaced by its projection onto FedAWARE's
-      direction ``d``.
-
-    ``aware_incompatible``: a method whose server update is not a gradient step
-    ``x <- x - eta_g dtilde`` (the premise of Proposition 3.1; e.g. FedDyn, whose server sets
-    ``x <- mean_S w_i - h/alpha``) passes the reason here; ``server.aware = true`` is then refused
-    with a :class:`~fedhet.core.options.ConfigError` quoting it, instead of being applied where
-    it has no meaning.
-    """
-    transform: Optional[StepTransform] = None
-    if options.aware:
-        if aware_incompatible is not None:
-            raise ConfigError("server.aware", True,
-                              "the AWARE extension projects a gradient step x <- x - eta_g d (FedAWARE, "
-                              f"Proposition 3.1), but {aware_incompatible}; allowed: false")
-        from fedhet.server.aware import aware_transform   # aware builds on this module
-
-        transform = aware_transform(options)
-    return ComposedServer(aggregator, optimizer, transform)
+def compose(aggregator: Aggregator, optimizer: ServerOptimizer,
+            transforms: Sequence[StepTransform] = ()) -> ComposedServer:
+    """The server method ``aggregator`` then ``optimizer``, its step passed through ``transforms``
+    in order. Knows no method by name: the named methods choose their stages and the transforms
+    their options ask for in :func:`fedhet.server.methods.server_method`."""
+    return ComposedServer(aggregator, optimizer, transforms)

@@ -68,17 +68,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import torch
 
-from fedhet.core.cohort import Cohort
 from fedhet.core.options import ConfigError, option
-from fedhet.core.registry import SERVERS, register_algorithm
-from fedhet.core.store import ClientStore
-from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD, compose, data_size_weights
+from fedhet.core.cohort import Cohort
+from fedhet.server.aware_options import AwareOptions, aware_field
+from fedhet.server.base import ServerContext, ServerOptions, data_size_weights
 from fedhet.server.gram import gram_update, normalized_gram, submatrix
 from fedhet.server.min_norm import min_norm_weights
+from fedhet.core.store import ClientStore
 
 # Upcast at most this many bytes of momenta at a time when forming d (bounded memory for any N d).
 _BLOCK_BYTES = 64 << 20
@@ -90,57 +90,59 @@ _GRAM_WIDE_ROWS = 256
 
 @dataclasses.dataclass(frozen=True)
 class FedAwareOptions(ServerOptions):
-    """``[server]`` options of ``fedaware``."""
+    """``[server]`` options of ``fedaware``: :class:`~fedhet.server.aware_options.AwareOptions`
+    (declared from it) and the NA ablation."""
 
-    alpha: float = option(0.5, gt=0, le=1, symbol="alpha",
-                          help="momentum weight of the new update: m_i <- (1 - alpha) m_i + alpha g_i "
-                               "(AISTATS Eq. 3); 0.5 in the papers, 0.3 in the authors' MNIST/FMNIST scripts")
-    normalize: bool = option(True, help="unit-normalise every momentum before the min-norm solve and step along "
-                                        "sum lambda_i m_i/||m_i|| (the authors' released code); false = the "
-                                        "papers' Eq. (2) on raw momenta (much smaller steps)")
+    alpha: float = aware_field("alpha")
+    normalize: bool = aware_field("normalize")
     uniform_weights: bool = option(False, help="ablation 'FedAWARE-NA': uniform lambda over the momenta of the "
                                                "clients seen so far instead of the min-norm weights")
-    solver_tol: float = option(1e-8, ge=0, help="relative Frank-Wolfe duality-gap tolerance of the min-norm solve")
-    solver_max_iter: int = option(10000, ge=1, help="iteration cap of the min-norm solve")
-    momentum_layers: tuple[str, ...] = option(
-        default_factory=tuple,
-        help="parameter names whose coordinates the momenta keep (empty = all): lambda comes from these "
-             "coordinates and d uses it there; the other coordinates step along the FedAvg aggregate")
+    solver_tol: float = aware_field("solver_tol")
+    solver_max_iter: int = aware_field("solver_max_iter")
+    momentum_layers: tuple[str, ...] = aware_field("momentum_layers")
 
 
 @dataclasses.dataclass(frozen=True)
-class DirectionSettings:
-    """How :class:`MomentumDirection` computes ``d`` (from :class:`FedAwareOptions`, or from the
-    ``aware_*`` options of any method for the AWARE extension). ``option_prefix`` names the options
-    in error messages."""
+class DirectionSettings(AwareOptions):
+    """How :class:`MomentumDirection` computes ``d``: the :class:`AwareOptions` of FedAWARE or of
+    the AWARE extension, the NA ablation's ``uniform_weights``, the store's name, and the prefix
+    that names the options in error messages."""
 
-    alpha: float = 0.5
-    normalize: bool = True
     uniform_weights: bool = False
-    solver_tol: float = 1e-8
-    solver_max_iter: int = 10000
-    momentum_layers: tuple[str, ...] = ()
     store_name: str = "fedaware_momentum"
     option_prefix: str = "server."
+
+    @classmethod
+    def of(cls, options: AwareOptions, **values) -> "DirectionSettings":
+        return cls(**{f.name: getattr(options, f.name) for f in dataclasses.fields(AwareOptions)}, **values)
+
+
+class DirectionState(NamedTuple):
+    """:class:`MomentumDirection`'s state: the momenta ``m_i`` (a per-client store) and their Gram
+    matrix (float64 ``[N, N]``, CPU)."""
+
+    momenta: ClientStore
+    gram: torch.Tensor
 
 
 class MomentumDirection:
     """FedAWARE's per-client momenta, their Gram matrix and the direction ``d`` (module docstring).
 
-    Stateless: the state is ``{"momenta": ClientStore, "gram": float64 [N, N] CPU tensor}``. The
-    store is written in place by :meth:`observe` (it is the state's table); the Gram matrix is
-    replaced by a new tensor.
+    Holds no state itself (only its settings); its state is a :class:`DirectionState`. The store is
+    written in place by :meth:`observe` (it is the state's table) and the Gram matrix replaced by a
+    new tensor, so ``observe`` consumes the state it is given: use only the state it returns
+    (docs/design.md, "State").
     """
 
     def __init__(self, settings: DirectionSettings):
         self.settings = settings
 
     # --- state ----------------------------------------------------------------------------------
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
+    def init(self, params: torch.Tensor, context: ServerContext) -> DirectionState:
         subset = self._subset(context)
         store = context.make_store(self.settings.store_name, subset=subset)
         gram = torch.zeros(context.num_clients, context.num_clients, dtype=torch.float64)
-        return {"momenta": store, "gram": gram}
+        return DirectionState(momenta=store, gram=gram)
 
     def _subset(self, context: ServerContext) -> Optional[torch.Tensor]:
         layers = tuple(self.settings.momentum_layers)
@@ -158,11 +160,11 @@ class MomentumDirection:
         return torch.sort(context.param_slices(list(layers))).values
 
     # --- per round --------------------------------------------------------------------------------
-    def observe(self, state: dict[str, Any], cohort: Cohort, context: ServerContext) -> dict[str, Any]:
+    def observe(self, state: DirectionState, cohort: Cohort, context: ServerContext) -> DirectionState:
         """``m_i <- (1 - alpha) m_i + alpha g_i`` for the cohort's clients; their Gram rows recomputed."""
         if len(cohort) == 0:
             return state
-        store: ClientStore = state["momenta"]
+        store: ClientStore = state.momenta
         ids = cohort.client_ids.to(torch.int64)
         if torch.unique(ids).numel() != ids.numel():
             raise ValueError(f"{self.settings.store_name}: the cohort lists a client twice "
@@ -187,16 +189,16 @@ class MomentumDirection:
         else:
             rows_per_block = max(ids.numel(), _GRAM_BLOCK_VALUES // max(store.dim, 1), 1)
             cols_per_block = None
-        gram = gram_update(state["gram"].to("cpu"), _row_source(store), ids, chunk_rows=rows_per_block,
+        gram = gram_update(state.gram.to("cpu"), _row_source(store), ids, chunk_rows=rows_per_block,
                            chunk_cols=cols_per_block, accumulate_dtype=accumulate)
-        return dict(state, gram=gram)
+        return state._replace(gram=gram)
 
-    def solve(self, state: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+    def solve(self, state: DirectionState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         """``(ids, weights, norms, info)`` for the clients in the simplex (seen, non-zero momentum):
         their ids (int64, ascending), ``lambda`` over them and ``||m_i||`` (float64, CPU), and the
         solver's info (``iterations``, ``gap``). Empty tensors when no client qualifies."""
-        store: ClientStore = state["momenta"]
-        gram = state["gram"].to("cpu")
+        store: ClientStore = state.momenta
+        gram = state.gram.to("cpu")
         in_simplex = store.written.to("cpu") & (gram.diagonal() > 0)
         ids = torch.nonzero(in_simplex).flatten()
         if ids.numel() == 0:
@@ -212,10 +214,10 @@ class MomentumDirection:
         weights, info = min_norm_weights(q, tol=self.settings.solver_tol, max_iter=self.settings.solver_max_iter)
         return ids, weights.to("cpu"), norms, info
 
-    def direction(self, state: dict[str, Any], cohort: Cohort) -> tuple[Optional[torch.Tensor], dict[str, float]]:
+    def direction(self, state: DirectionState, cohort: Cohort) -> tuple[Optional[torch.Tensor], dict[str, float]]:
         """``(d, metrics)``: ``d`` full-length in the cohort's dtype and device, or ``None`` when no
         client with a non-zero momentum has been seen yet."""
-        store: ClientStore = state["momenta"]
+        store: ClientStore = state.momenta
         ids, weights, norms, info = self.solve(state)
         if ids.numel() == 0:
             return None, {"aware_num_seen": 0.0}
@@ -239,10 +241,10 @@ class MomentumDirection:
         }
         return direction, metrics
 
-    def weights(self, state: dict[str, Any]) -> torch.Tensor:
+    def weights(self, state: DirectionState) -> torch.Tensor:
         """The ``[N]`` float64 weights ``lambda`` of the current momenta, zero outside the simplex
         (for inspection and tests; solves again)."""
-        store: ClientStore = state["momenta"]
+        store: ClientStore = state.momenta
         ids, weights, _, _ = self.solve(state)
         full = torch.zeros(store.num_clients, dtype=torch.float64)
         full[ids] = weights
@@ -293,27 +295,19 @@ def _duality_gap(q: torch.Tensor, weights: torch.Tensor) -> float:
     return float(weights @ gradient - gradient.min())
 
 
-def settings_from_options(options: FedAwareOptions) -> DirectionSettings:
-    return DirectionSettings(alpha=options.alpha, normalize=options.normalize,
-                             uniform_weights=options.uniform_weights, solver_tol=options.solver_tol,
-                             solver_max_iter=options.solver_max_iter,
-                             momentum_layers=tuple(options.momentum_layers),
-                             store_name="fedaware_momentum", option_prefix="server.")
-
-
 class FedAwareAggregator:
     """Aggregator stage of FedAWARE: updates the momenta and returns ``G = d`` (module docstring)."""
 
     def __init__(self, settings: DirectionSettings):
         self.direction = MomentumDirection(settings)
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
+    def init(self, params: torch.Tensor, context: ServerContext) -> DirectionState:
         return self.direction.init(params, context)
 
     def aggregate(self, state, cohort, context):
         state = self.direction.observe(state, cohort, context)
         if context.participation_explore:
-            seen = state["momenta"].written
+            seen = state.momenta.written
             if not bool(seen.all()):
                 # The authors' code: FedAvg steps until the exploration sweep has seen every client.
                 metrics = {"aware_warmup": 1.0, "aware_num_seen": float(int(seen.sum()))}
@@ -324,16 +318,3 @@ class FedAwareAggregator:
         if context.participation_explore:
             metrics = {**metrics, "aware_warmup": 0.0}
         return direction, state, metrics
-
-
-@SERVERS.register("fedaware", FedAwareOptions)
-def make_fedaware(options: FedAwareOptions) -> ComposedServer:
-    """FedAWARE (Zeng et al., AISTATS 2025): step along the min-norm combination of per-client momenta.
-
-    m_i <- (1-alpha) m_i + alpha g_i on S; lambda = min-norm weights of the momenta on the simplex;
-    x <- x - eta_g sum lambda_i m_i (unit-normalised momenta by default)."""
-    return compose(FedAwareAggregator(settings_from_options(options)), ServerSGD(options.learning_rate), options)
-
-
-register_algorithm("fedaware", client="sgd", server="fedaware")
-

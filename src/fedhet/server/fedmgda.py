@@ -40,10 +40,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedhet.core.cohort import Cohort
 from fedhet.core.options import option
+from fedhet.core.cohort import Cohort
 from fedhet.core.registry import SERVERS
-from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD, compose
+from fedhet.server.base import NoState, ComposedServer, ServerContext, ServerOptions, ServerSGD
+from fedhet.server.methods import server_method
 from fedhet.server.fedaware import weight_entropy
 from fedhet.server.gram import normalized_gram
 from fedhet.server.min_norm import min_norm_weights
@@ -172,8 +173,8 @@ class FedMgdaAggregator:
         self.solver_tol = solver_tol
         self.solver_max_iter = solver_max_iter
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
-        return {}
+    def init(self, params: torch.Tensor, context: ServerContext) -> NoState:
+        return NoState()
 
     def aggregate(self, state: dict[str, Any], cohort: Cohort, context: ServerContext):
         if len(cohort) == 0:
@@ -201,4 +202,4 @@ def make_fedmgda_plus(options: FedMgdaOptions) -> ComposedServer:
     lambda = min-norm weights of the unit-normalised updates with |lambda_i - p_i| <= epsilon;
     x <- x - eta_g sum lambda_i g_i/||g_i||."""
     aggregator = FedMgdaAggregator(options.epsilon, options.solver_tol, options.solver_max_iter)
-    return compose(aggregator, ServerSGD(options.learning_rate), options)
+    return server_method(aggregator, ServerSGD(options.learning_rate), options)

@@ -28,58 +28,66 @@ periodic recomputation is needed (the tests check it against the exact sum of th
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
 import torch
 
 from fedhet.core.cohort import Cohort
 from fedhet.core.registry import SERVERS
-from fedhet.server.base import ServerContext, ServerOptions, ServerSGD, compose
+from fedhet.server.base import ServerContext, ServerOptions, ServerSGD
+from fedhet.server.methods import server_method
+from fedhet.core.store import ClientStore
 
-MEMORY_KEY = "memory"
-SUM_KEY = "memory_sum"
+class LatestUpdates(NamedTuple):
+    """The state of :class:`LatestUpdateTable`: the per-client table ``y_n`` (a store, written in
+    place: a state holding it is consumed by the call that takes it, docs/design.md "State") and
+    its float64 sum over all clients."""
+
+    memory: ClientStore
+    memory_sum: torch.Tensor
 
 
 class LatestUpdateTable:
     """A per-client table of latest pseudo-gradients with an incrementally maintained float64 sum.
 
-    Stateless helper: the table (a store) and the sum live in the caller's state dict.
+    Holds no state itself: its state (:class:`LatestUpdates`) lives in the aggregator's state.
     """
 
     def __init__(self, store_name: str):
         self.store_name = store_name
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
-        return {MEMORY_KEY: context.make_store(self.store_name),
-                SUM_KEY: torch.zeros(params.numel(), dtype=torch.float64, device=params.device)}
+    def init(self, params: torch.Tensor, context: ServerContext) -> LatestUpdates:
+        return LatestUpdates(memory=context.make_store(self.store_name),
+                             memory_sum=torch.zeros(params.numel(), dtype=torch.float64, device=params.device))
 
     @staticmethod
-    def read(state: dict[str, Any], cohort: Cohort) -> torch.Tensor:
+    def read(state: LatestUpdates, cohort: Cohort) -> torch.Tensor:
         """The stored rows of this round's clients, ``[|S|, d]`` in the updates' dtype and device."""
-        rows = state[MEMORY_KEY].read(cohort.client_ids, device=cohort.deltas.device)
+        rows = state.memory.read(cohort.client_ids, device=cohort.deltas.device)
         return rows.to(cohort.deltas.dtype)
 
     @staticmethod
-    def replace(state: dict[str, Any], cohort: Cohort, old_rows: torch.Tensor) -> dict[str, Any]:
+    def replace(state: LatestUpdates, cohort: Cohort, old_rows: torch.Tensor) -> LatestUpdates:
         """Set ``y_n <- g_n`` for the cohort's clients and update the running sum; returns new state.
 
-        The store is written in place (it is the state's table); the sum is a new tensor.
+        Consumes ``state``: the store is written in place (it is the state's table); the sum is a
+        new tensor.
         """
-        store = state[MEMORY_KEY]
+        store = state.memory
         store.write(cohort.client_ids, cohort.pseudo_gradients)
         # Read back what was stored (rounded to the storage dtype) so that the sum matches the table.
         new_rows = store.read(cohort.client_ids, device=cohort.deltas.device)
         change = (new_rows.to(torch.float64) - old_rows.to(torch.float64)).sum(dim=0)
-        return dict(state, **{SUM_KEY: state[SUM_KEY] + change.to(state[SUM_KEY].device)})
+        return state._replace(memory_sum=state.memory_sum + change.to(state.memory_sum.device))
 
     @staticmethod
-    def mean(state: dict[str, Any], num_clients: int, like: torch.Tensor) -> torch.Tensor:
+    def mean(state: LatestUpdates, num_clients: int, like: torch.Tensor) -> torch.Tensor:
         """``(1/N) sum_{all n} y_n`` in ``like``'s dtype and device."""
-        return (state[SUM_KEY] / num_clients).to(device=like.device, dtype=like.dtype)
+        return (state.memory_sum / num_clients).to(device=like.device, dtype=like.dtype)
 
     @staticmethod
-    def clients_seen(state: dict[str, Any]) -> int:
-        return int(state[MEMORY_KEY].written.sum())
+    def clients_seen(state: LatestUpdates) -> int:
+        return int(state.memory.written.sum())
 
 
 class FedVarpAggregation:
@@ -88,10 +96,10 @@ class FedVarpAggregation:
     def __init__(self) -> None:
         self.table = LatestUpdateTable("fedvarp-memory")
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
+    def init(self, params: torch.Tensor, context: ServerContext) -> LatestUpdates:
         return self.table.init(params, context)
 
-    def aggregate(self, state: dict[str, Any], cohort: Cohort, context: ServerContext):
+    def aggregate(self, state: LatestUpdates, cohort: Cohort, context: ServerContext):
         if len(cohort) == 0:
             return None, state, {}
         old_rows = self.table.read(state, cohort)
@@ -107,10 +115,10 @@ class MIFAAggregation:
     def __init__(self) -> None:
         self.table = LatestUpdateTable("mifa-memory")
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
+    def init(self, params: torch.Tensor, context: ServerContext) -> LatestUpdates:
         return self.table.init(params, context)
 
-    def aggregate(self, state: dict[str, Any], cohort: Cohort, context: ServerContext):
+    def aggregate(self, state: LatestUpdates, cohort: Cohort, context: ServerContext):
         if len(cohort) > 0:
             state = self.table.replace(state, cohort, self.table.read(state, cohort))
         pseudo_gradient = self.table.mean(state, context.num_clients, cohort.deltas)
@@ -120,10 +128,10 @@ class MIFAAggregation:
 @SERVERS.register("fedvarp", ServerOptions)
 def make_fedvarp(options: ServerOptions):
     """FedVarp: G = mean_S(g_n - y_n) + mean_all(y_n); y_n <- g_n on S; x <- x - eta_g G (Jhunjhunwala et al. 2022)."""
-    return compose(FedVarpAggregation(), ServerSGD(options.learning_rate), options)
+    return server_method(FedVarpAggregation(), ServerSGD(options.learning_rate), options)
 
 
 @SERVERS.register("mifa", ServerOptions)
 def make_mifa(options: ServerOptions):
     """MIFA: y_n <- g_n on S; G = (1/N) sum_all y_n, every round; x <- x - eta_g G (Gu et al. 2021)."""
-    return compose(MIFAAggregation(), ServerSGD(options.learning_rate), options)
+    return server_method(MIFAAggregation(), ServerSGD(options.learning_rate), options)

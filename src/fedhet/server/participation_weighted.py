@@ -20,14 +20,15 @@ client n is part of n's participation interval).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import NamedTuple, Optional
 
 import torch
 
-from fedhet.core.cohort import Cohort
 from fedhet.core.options import option
+from fedhet.core.cohort import Cohort
 from fedhet.core.registry import SERVERS
-from fedhet.server.base import ServerContext, ServerOptions, ServerSGD, compose
+from fedhet.server.base import NoState, ServerContext, ServerOptions, ServerSGD
+from fedhet.server.methods import server_method
 from fedhet.server.fedau_weights import fedau_state_init, fedau_state_step
 
 
@@ -46,6 +47,14 @@ def _weighted_sum_over_all(cohort: Cohort, weights: torch.Tensor, num_clients: i
     return coefficients @ cohort.pseudo_gradients
 
 
+class FedAUState(NamedTuple):
+    """:class:`FedAUAggregation`'s state: Algorithm 2's per-client scalars (the dict of
+    :func:`fedhet.server.fedau_weights.fedau_state_init`) and the next round it expects."""
+
+    weights: dict[str, torch.Tensor]
+    next_round: int
+
+
 class FedAUAggregation:
     """``G = (1/N) sum_S omega_n g_n`` with FedAU's online weights (Algorithms 1 and 2).
 
@@ -59,20 +68,20 @@ class FedAUAggregation:
     def __init__(self, cutoff: Optional[int]):
         self.cutoff = cutoff
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
-        return {"weights": fedau_state_init(context.num_clients, device=params.device), "next_round": 0}
+    def init(self, params: torch.Tensor, context: ServerContext) -> FedAUState:
+        return FedAUState(weights=fedau_state_init(context.num_clients, device=params.device), next_round=0)
 
-    def aggregate(self, state: dict[str, Any], cohort: Cohort, context: ServerContext):
-        if context.round_index != state["next_round"]:
+    def aggregate(self, state: FedAUState, cohort: Cohort, context: ServerContext):
+        if context.round_index != state.next_round:
             raise ValueError(f"FedAU's weights follow every round in order: the server state expects round "
-                             f"{state['next_round']} but was called for round {context.round_index}")
-        weight_state = state["weights"]
+                             f"{state.next_round} but was called for round {context.round_index}")
+        weight_state = state.weights
         omega = weight_state["omega"]
         ids = cohort.client_ids.to(omega.device)
         participated = torch.zeros(context.num_clients, dtype=torch.bool, device=omega.device)
         participated[ids] = True
         _, next_weight_state = fedau_state_step(weight_state, participated, self.cutoff)
-        new_state = {"weights": next_weight_state, "next_round": state["next_round"] + 1}
+        new_state = FedAUState(weights=next_weight_state, next_round=state.next_round + 1)
         if len(cohort) == 0:
             return None, new_state, {}
         weights = omega[ids]
@@ -81,10 +90,10 @@ class FedAUAggregation:
 
 
 class AverageParticipating:
-    """``G = (1/|S|) sum_S g_n``: the plain mean of the participants' updates. Stateless."""
+    """``G = (1/|S|) sum_S g_n``: the plain mean of the participants' updates. No state."""
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
-        return {}
+    def init(self, params: torch.Tensor, context: ServerContext) -> NoState:
+        return NoState()
 
     def aggregate(self, state, cohort, context):
         if len(cohort) == 0:
@@ -93,10 +102,10 @@ class AverageParticipating:
 
 
 class AverageAll:
-    """``G = (1/N) sum_S g_n``: the sum of the participants' updates over all N clients. Stateless."""
+    """``G = (1/N) sum_S g_n``: the sum of the participants' updates over all N clients. No state."""
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
-        return {}
+    def init(self, params: torch.Tensor, context: ServerContext) -> NoState:
+        return NoState()
 
     def aggregate(self, state, cohort, context):
         if len(cohort) == 0:
@@ -120,11 +129,11 @@ def known_probabilities(context: ServerContext) -> torch.Tensor:
 
 
 class KnownParticipation:
-    """``G = (1/N) sum_S g_n / p_n`` with the process's known ``p_n``. Stateless."""
+    """``G = (1/N) sum_S g_n / p_n`` with the process's known ``p_n``. No state."""
 
-    def init(self, params: torch.Tensor, context: ServerContext) -> dict[str, Any]:
+    def init(self, params: torch.Tensor, context: ServerContext) -> NoState:
         known_probabilities(context)     # fail at start, not at the first aggregation
-        return {}
+        return NoState()
 
     def aggregate(self, state, cohort, context):
         if len(cohort) == 0:
@@ -143,22 +152,22 @@ class KnownParticipation:
 @SERVERS.register("fedau", FedAUOptions)
 def make_fedau(options: FedAUOptions):
     """FedAU: x <- x + (eta_g/N) sum_S omega_n delta_n, omega_n from n's participation intervals (Wang & Ji 2024)."""
-    return compose(FedAUAggregation(options.cutoff), ServerSGD(options.learning_rate), options)
+    return server_method(FedAUAggregation(options.cutoff), ServerSGD(options.learning_rate), options)
 
 
 @SERVERS.register("average_participating", ServerOptions)
 def make_average_participating(options: ServerOptions):
     """Average participating: x <- x + (eta_g/|S|) sum_S delta_n (FedAU paper's baseline)."""
-    return compose(AverageParticipating(), ServerSGD(options.learning_rate), options)
+    return server_method(AverageParticipating(), ServerSGD(options.learning_rate), options)
 
 
 @SERVERS.register("average_all", ServerOptions)
 def make_average_all(options: ServerOptions):
     """Average all: x <- x + (eta_g/N) sum_S delta_n (FedAU paper's baseline)."""
-    return compose(AverageAll(), ServerSGD(options.learning_rate), options)
+    return server_method(AverageAll(), ServerSGD(options.learning_rate), options)
 
 
 @SERVERS.register("known_participation", ServerOptions)
 def make_known_participation(options: ServerOptions):
     """Known participation statistics: x <- x + (eta_g/N) sum_S delta_n / p_n (FedAU paper's baseline)."""
-    return compose(KnownParticipation(), ServerSGD(options.learning_rate), options)
+    return server_method(KnownParticipation(), ServerSGD(options.learning_rate), options)

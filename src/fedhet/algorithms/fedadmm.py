@@ -1,0 +1,18 @@
+"""FedADMM (Wang, Marella, Anderson, CDC 2022): the ``fedadmm`` solver (:mod:`fedhet.client.fedadmm`,
+which also defines the anchor ``x^0`` it needs) with ``x <- x + (eta_g / N) sum_{i in S} change_i``."""
+from __future__ import annotations
+
+from fedhet.core.registry import SERVERS, register_algorithm
+from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD
+from fedhet.server.methods import server_method
+from fedhet.server.participation_weighted import AverageAll
+
+
+@SERVERS.register("fedadmm", ServerOptions)
+def make_fedadmm_server(options: ServerOptions) -> ComposedServer:
+    """FedADMM's server: x <- x + (eta_g/N) sum_S change_i."""
+    # The sum over this round's clients divided by all N ("average all" in the FedAU paper).
+    return server_method(AverageAll(), ServerSGD(options.learning_rate), options)
+
+
+register_algorithm("fedadmm", client="fedadmm", server="fedadmm")
