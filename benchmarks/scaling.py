@@ -126,8 +126,8 @@ def store_counts(config: ExperimentConfig, run_dir: Path) -> dict[str, Any]:
     server = sorted(store.name for store in _stores_in(simulator.server_state))
     if hasattr(handle.backend, "close"):
         handle.backend.close()
-    # The solver's global state, sent to every client each round (SCAFFOLD's c): vectors of length d.
-    broadcast = _dense_bytes(simulator.solver_global) / (simulator.task.spec.dim * simulator.params.element_size())
+    # The server-side state sent to every client each round (SCAFFOLD's c): vectors of length d.
+    broadcast = _dense_bytes(simulator.broadcast) / (simulator.task.spec.dim * simulator.params.element_size())
     return {"client": client, "server": server, "count": len(client) + len(server), "broadcast_vectors": broadcast}
 
 
