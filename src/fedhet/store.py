@@ -62,6 +62,13 @@ class StoreOptions:
     dtype: str = "float32"
     device: str = "cpu"
     mmap_dir: Optional[str] = None   # directory for memory-mapped stores; None keeps them in RAM
+    # CPU threads for whole-table kernels over the store (FedAWARE's Gram rows and weighted sum,
+    # fedhet.server.table_kernels): same numbers for any count; the engine uses the run's CPUs.
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.threads, int) or isinstance(self.threads, bool) or self.threads < 1:
+            raise ValueError(f"store threads must be a positive int, got {self.threads!r}")
 
 
 class ClientStore:
