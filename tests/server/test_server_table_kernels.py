@@ -36,8 +36,9 @@ def sparse_coefficients(num_rows, generator, keep):
 
 @pytest.fixture
 def small_pieces(monkeypatch):
-    # Several column pieces (and a partial last one) at test sizes.
-    monkeypatch.setattr(table_kernels, "_COLUMNS_PER_PIECE", 64)
+    # Several column pieces per thread (and partial last ones) at test sizes: the smallest buffer,
+    # one _ALIGN (64 values) wide.
+    monkeypatch.setattr(table_kernels, "_BUFFER_BYTES", 256)
 
 
 @pytest.mark.parametrize("storage, compute", [("float32", torch.float32), ("bfloat16", torch.float32),

@@ -24,10 +24,14 @@ import torch
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
-# Columns per piece of weighted_row_sum: a multiple of 64 values (cache lines stay whole), and large
-# enough that the Python loop over (piece, row block) costs little against the copy (8 MB of a
-# float32 buffer for 16 rows).
-_COLUMNS_PER_PIECE = 1 << 17
+# Column boundaries of weighted_row_sum's pieces are multiples of this many values. BLAS kernels
+# treat columns in vector lanes (16 float32 with AVX-512) and a last partial group differently (no
+# FMA), so a piece must start where the whole-row product's lanes start: narrower pieces (8) were
+# measured to change bits, multiples of 64 never did (tests/server/test_server_table_kernels.py).
+_ALIGN = 64
+# Bytes of the buffer that holds a block's non-zero rows (upcast) between zero rows: about an L2
+# cache; at d = 1e6 and 16-row blocks, 8,192 columns a copy.
+_BUFFER_BYTES = 1 << 19
 # A row block whose share of non-zero coefficients is at least this is read through a view of
 # the table (no copy); below it only the non-zero rows are copied (zero rows are never read).
 _VIEW_SHARE = 0.5
@@ -105,24 +109,33 @@ def weighted_row_sum(table: torch.Tensor, coefficients: torch.Tensor, *, compute
                        None if as_view else nonzero.to(device)))
     if not blocks or dim == 0:
         return total
-    columns = _COLUMNS_PER_PIECE
     buffer_rows = max(stop - start for start, stop, _, _ in blocks)
+    element = torch.empty(0, dtype=compute_dtype).element_size()
+    # Columns per copy of non-zero rows: the buffer stays cache-sized (its zero rows are zeroed
+    # once per block, and read by every product of the block).
+    width = max(_ALIGN, (_BUFFER_BYTES // (element * buffer_rows)) // _ALIGN * _ALIGN)
+    threads = max(1, threads if device.type == "cpu" else 1)
+    per_thread = -(-dim // threads)
+    per_thread = -(-per_thread // _ALIGN) * _ALIGN
+    ranges = [(first, min(first + per_thread, dim)) for first in range(0, dim, per_thread)]
 
-    def piece(column: int) -> None:
-        width = min(columns, dim - column)
-        part = total[column:column + width]           # each piece owns its columns of total
+    def columns(bounds: tuple[int, int]) -> None:
+        first, last = bounds
+        part = total[first:last]                      # each range owns its columns of total
         buffer = None
         for start, stop, block_coefficients, nonzero in blocks:
             if nonzero is None:
-                rows = table[start:stop, column:column + width]
-            else:
-                if buffer is None:
-                    buffer = torch.empty(buffer_rows, width, dtype=compute_dtype, device=device)
-                rows = buffer[:stop - start]
-                rows.zero_()
-                rows[nonzero] = table[start:stop, column:column + width].index_select(0, nonzero).to(compute_dtype)
-            part += block_coefficients @ rows
+                part += block_coefficients @ table[start:stop, first:last]
+                continue
+            if buffer is None:
+                buffer = torch.empty(buffer_rows, width, dtype=compute_dtype, device=device)
+            block_rows = buffer[:stop - start]
+            block_rows.zero_()
+            for column in range(first, last, width):
+                end = min(column + width, last)
+                rows = block_rows[:, :end - column]
+                rows[nonzero] = table[start:stop, column:end].index_select(0, nonzero).to(compute_dtype)
+                part[column - first:end - first] += block_coefficients @ rows
 
-    threads = threads if device.type == "cpu" else 1
-    map_single_threaded(piece, range(0, dim, columns), threads)
+    map_single_threaded(columns, ranges, threads)
     return total
