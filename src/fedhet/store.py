@@ -110,6 +110,12 @@ class ClientStore:
 
     def read(self, ids: torch.Tensor, device: torch.device | str | None = None) -> torch.Tensor:
         """Rows ``ids`` as ``[K, d_stored]`` in the compute dtype (a copy)."""
+        if ids.numel() > 1 and ids.device.type == "cpu" and bool((ids.diff() == 1).all()):
+            # A range of rows (e.g. the Gram update's blocks): upcast from a view, one copy not two.
+            first = int(ids[0])
+            rows = self.table[first:first + ids.numel()]
+            copied = rows.to(device=device or self.table.device, dtype=self.compute_dtype)
+            return copied.clone() if copied.data_ptr() == rows.data_ptr() else copied
         rows = self.table.index_select(0, ids.to(self.table.device))
         return rows.to(device=device or self.table.device, dtype=self.compute_dtype)
 

@@ -163,3 +163,35 @@ def test_fedaware_on_several_threads_is_bitwise_fedaware_on_one(storage):
     # Six rounds of Gram rows, min-norm weights and steps: equal parameters need all of them equal.
     assert torch.equal(results[0], results[1])
     assert not torch.equal(results[0], torch.zeros(dim))
+
+
+@pytest.mark.parametrize("storage", ["float32", "bfloat16"])
+def test_gram_blocks_of_more_other_rows_give_the_same_bits(storage):
+    # FedAWARE's 16-bit stores use blocks of max(K, 2**25 // d) rows (fedaware._GRAM_BLOCK_VALUES);
+    # before, max(K, 2**22 // d). With all changed rows in one block either way, the block size only
+    # splits the columns of one product.
+    generator = torch.Generator().manual_seed(6)
+    table = torch.randn(40, 2000, generator=generator).to(STORAGE[storage])
+
+    def getter(ids):
+        return table.index_select(0, ids).to(torch.float32)
+
+    previous = torch.zeros(40, 40, dtype=torch.float64)
+    changed = torch.tensor([3, 9, 10, 31])
+    reference = gram_update(previous, getter, changed, chunk_rows=4, accumulate_dtype=torch.float32)
+    for chunk_rows in (7, 16, 33):
+        for threads in (1, 2):
+            assert torch.equal(reference, gram_update(previous, getter, changed, chunk_rows=chunk_rows,
+                                                      accumulate_dtype=torch.float32, threads=threads))
+
+
+@pytest.mark.parametrize("storage", ["float32", "bfloat16"])
+def test_store_read_of_a_row_range_is_a_copy_equal_to_gathered_rows(storage):
+    store = ClientStore("m", 6, 5, options=StoreOptions(dtype=storage))
+    store.write(torch.arange(6), torch.randn(6, 5, generator=torch.Generator().manual_seed(7)))
+    ids = torch.tensor([2, 3, 4])
+    rows = store.read(ids)
+    assert rows.dtype == torch.float32
+    assert torch.equal(rows, store.table.index_select(0, ids).to(torch.float32))
+    rows.add_(1.0)
+    assert not torch.equal(rows, store.read(ids))

@@ -83,8 +83,11 @@ from fedhet.store import ClientStore
 
 # Upcast at most this many bytes of momenta at a time when forming d (bounded memory for any N d).
 _BLOCK_BYTES = 64 << 20
-# Values per block of momenta rows in the Gram update (gram.py's default budget).
-_GRAM_BLOCK_VALUES = 1 << 22
+# Values per block of upcast momenta rows in the Gram update of a 16-bit store (128 MiB in float32
+# per thread): at d = 1e6, 33 rows a block, so the K changed rows are re-read N / 33 times instead
+# of N / K. Blocks of other rows only split the columns of one product; the values are the same
+# (tests/server/test_server_table_kernels.py).
+_GRAM_BLOCK_VALUES = 1 << 25
 # Rows of the momentum table per block product when the table needs no upcast (see observe).
 _GRAM_WIDE_ROWS = 256
 
