@@ -7,7 +7,8 @@ alternate between
 
 - **before**: the code as it was (the Gram rows and the weighted sum on the caller's single torch
   thread; the weighted sum is the dense blocked loop, ``legacy_weighted_rows`` below, a verbatim
-  copy of the replaced function), and
+  copy of the replaced function; 16-bit stores: Gram blocks of ``2**22`` values and
+  ``ClientStore.read`` as it was, ``legacy_read``), and
 - **after**: the table kernels (``fedhet.server.table_kernels``) on ``--threads`` threads,
 
 ``--steps`` of each; the medians are reported with the parts of the step (momentum update + Gram
@@ -74,6 +75,17 @@ def legacy_weighted_rows(store: ClientStore, ids: torch.Tensor, coefficients: to
     return total
 
 
+def legacy_read(self: ClientStore, ids: torch.Tensor, device=None) -> torch.Tensor:
+    """ClientStore.read before this change (verbatim): always a gather, then the upcast."""
+    rows = self.table.index_select(0, ids.to(self.table.device))
+    return rows.to(device=device or self.table.device, dtype=self.compute_dtype)
+
+
+_READ = ClientStore.read
+_GRAM_BLOCK_VALUES = fedaware._GRAM_BLOCK_VALUES
+_LEGACY_GRAM_BLOCK_VALUES = 1 << 22
+
+
 class Parts:
     """Wall seconds of the step's parts, by wrapping fedaware's module-level calls."""
 
@@ -91,6 +103,8 @@ class Parts:
         return timed
 
     def install(self, legacy: bool):
+        ClientStore.read = legacy_read if legacy else _READ
+        fedaware._GRAM_BLOCK_VALUES = _LEGACY_GRAM_BLOCK_VALUES if legacy else _GRAM_BLOCK_VALUES
         fedaware.gram_update = self.wrap("gram", gram_update)
         fedaware.min_norm_weights = self.wrap("solve", _MIN_NORM)
         fedaware._weighted_rows = self.wrap("weighted_sum", legacy_weighted_rows if legacy else self.weighted_rows)
@@ -167,16 +181,19 @@ def measure(dtype: str, kind: str, num_clients: int, dim: int, per_round: list[i
         aggregator = state["aggregator"]
         ids = torch.randperm(num_clients, generator=generator)[:k].sort().values
         accumulate = fedaware._accumulate_dtype(store)
-        if store.storage_dtype == accumulate:
-            chunk_rows, chunk_cols = max(k, fedaware._GRAM_WIDE_ROWS), dim
-        else:
-            chunk_rows, chunk_cols = max(k, fedaware._GRAM_BLOCK_VALUES // dim, 1), None
-        source = fedaware._row_source(store)
         gram = aggregator["gram"]
-        old_gram = gram_update(gram, source, ids, chunk_rows=chunk_rows, chunk_cols=chunk_cols,
-                               accumulate_dtype=accumulate, threads=1)
-        new_gram = gram_update(gram, source, ids, chunk_rows=chunk_rows, chunk_cols=chunk_cols,
-                               accumulate_dtype=accumulate, threads=threads)
+        grams = []
+        for legacy in (True, False):
+            parts.install(legacy)
+            if store.storage_dtype == accumulate:
+                chunk_rows, chunk_cols = max(k, fedaware._GRAM_WIDE_ROWS), dim
+            else:
+                chunk_rows, chunk_cols = max(k, fedaware._GRAM_BLOCK_VALUES // dim, 1), None
+            grams.append(gram_update(gram, fedaware._row_source(store), ids, chunk_rows=chunk_rows,
+                                     chunk_cols=chunk_cols, accumulate_dtype=accumulate,
+                                     threads=1 if legacy else threads))
+        old_gram, new_gram = grams
+        del grams
         solved = fedaware.MomentumDirection(fedaware.DirectionSettings()).solve(aggregator)
         weight_ids, weights, norms, _ = solved
         coefficients = weights / norms
@@ -199,6 +216,7 @@ def measure(dtype: str, kind: str, num_clients: int, dim: int, per_round: list[i
               f"bitwise gram {row['gram_bitwise_equal']}, sum {row['weighted_sum_bitwise_equal']}; "
               f"parts after {part_times['after'][-1]}", flush=True)
     parts.install(legacy=False)
+    ClientStore.read = _READ
     fedaware.gram_update, fedaware.min_norm_weights = gram_update, _MIN_NORM
     fedaware._weighted_rows = parts.weighted_rows
     del state, stores, store, params
