@@ -26,7 +26,7 @@ the same session before the step benchmark, and the step times are given as its 
 
 Usage: .venv/bin/python benchmarks/bench_server_step.py [--num-clients 1000] [--dim 1e6]
            [--per-round 10,100] [--dtypes float32,bfloat16] [--momenta gaussian,lowrank] [--steps 2]
-           [--threads N] [--cnn-rounds 3 | --cnn-seconds S] [--out benchmarks/results]
+           [--threads N] [--cnn-rounds 3 | --cnn-file results/w-*.json] [--out benchmarks/results]
 """
 from __future__ import annotations
 
@@ -159,6 +159,7 @@ def measure(dtype: str, kind: str, num_clients: int, dim: int, per_round: list[i
     rows = []
     for k in per_round:
         timings = {"before": [], "after": []}
+        cpu = {"before": [], "after": []}
         part_times = {"before": [], "after": []}
         last_metrics = {}
         for repeat in range(steps):
@@ -169,9 +170,10 @@ def measure(dtype: str, kind: str, num_clients: int, dim: int, per_round: list[i
                 parts.seconds = {}
                 ids = torch.randperm(num_clients, generator=generator)[:k].sort().values
                 work = cohort(ids)
-                begun = time.perf_counter()
+                begun, begun_cpu = time.perf_counter(), time.process_time()
                 params, state, metrics = server.step(state, params, work, context(round_index))
                 timings[variant].append(time.perf_counter() - begun)
+                cpu[variant].append(time.process_time() - begun_cpu)   # every thread of this process
                 part_times[variant].append(dict(parts.seconds))
                 last_metrics = metrics
                 round_index += 1
@@ -204,6 +206,9 @@ def measure(dtype: str, kind: str, num_clients: int, dim: int, per_round: list[i
                "before_seconds": statistics.median(timings["before"]),
                "after_seconds": statistics.median(timings["after"]),
                "before_all": timings["before"], "after_all": timings["after"],
+               "before_cpu_seconds": statistics.median(cpu["before"]),
+               "after_cpu_seconds": statistics.median(cpu["after"]),
+               "before_cpu_all": cpu["before"], "after_cpu_all": cpu["after"],
                "before_parts": part_times["before"], "after_parts": part_times["after"],
                "nonzero_weights": last_metrics.get("aware_num_nonzero"),
                "solver_iterations": last_metrics.get("solver_iterations"),
@@ -211,8 +216,9 @@ def measure(dtype: str, kind: str, num_clients: int, dim: int, per_round: list[i
                "weighted_sum_bitwise_equal": bool(torch.equal(old_sum, new_sum))}
         rows.append(row)
         del old_gram, new_gram, old_sum, new_sum
-        print(f"bench_server_step: {dtype} {kind} K={k}: before {row['before_seconds']:.3f} s, after "
-              f"{row['after_seconds']:.3f} s ({threads} threads); non-zero weights {row['nonzero_weights']}; "
+        print(f"bench_server_step: {dtype} {kind} K={k}: before {row['before_seconds']:.3f} s "
+              f"(CPU {row['before_cpu_seconds']:.3f} s), after {row['after_seconds']:.3f} s "
+              f"(CPU {row['after_cpu_seconds']:.3f} s, {threads} threads); non-zero weights {row['nonzero_weights']}; "
               f"bitwise gram {row['gram_bitwise_equal']}, sum {row['weighted_sum_bitwise_equal']}; "
               f"parts after {part_times['after'][-1]}", flush=True)
     parts.install(legacy=False)
@@ -231,13 +237,23 @@ def auto_cnn_round(rounds: int, out: Path) -> dict:
     completed = subprocess.run(command, capture_output=True, text=True, check=True, cwd=str(HERE.parent))
     line = next(line for line in completed.stdout.splitlines() if line.startswith("bench_w: wrote "))
     json_path = Path(line.split("wrote ", 1)[1].split(" and ", 1)[0]).with_suffix(".json")
+    return {**cnn_round_from(json_path), "command": " ".join(command)}
+
+
+def cnn_round_from(json_path: Path) -> dict:
+    """The auto CNN round of a bench_w.py results file: wall seconds per round, and CPU seconds of
+    the process tree (start-up and evaluation included) per round."""
     result = json.loads(json_path.read_text())
     rows = [r for r in result["summary"] if r.get("impl") == "fedhet-auto" and r.get("model") == "cnn"]
     if not rows or "seconds_per_round" not in rows[0]:
-        raise RuntimeError(f"bench_w did not time the auto CNN round: {rows}")
-    seconds = rows[0]["seconds_per_round"]
-    return {"seconds_per_round": seconds, "rounds": rounds, "file": str(json_path.relative_to(HERE.parent)),
-            "command": " ".join(command)}
+        raise RuntimeError(f"{json_path} has no timed auto CNN run: {rows}")
+    rounds = max(1, round(rows[0]["wall_seconds"] / rows[0]["seconds_per_round"]))
+    try:
+        shown = str(json_path.resolve().relative_to(HERE.parent))
+    except ValueError:
+        shown = str(json_path)
+    return {"seconds_per_round": rows[0]["seconds_per_round"], "rounds": rounds,
+            "cpu_seconds_per_round": rows[0].get("cpu_seconds", float("nan")) / rounds, "file": shown}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2, help="timed steps per variant (alternating)")
     parser.add_argument("--threads", type=int, default=usable_cpus())
     parser.add_argument("--cnn-rounds", type=int, default=3)
-    parser.add_argument("--cnn-seconds", type=float, default=None,
-                        help="an auto CNN round measured elsewhere (skips the CNN run)")
+    parser.add_argument("--cnn-file", default=None,
+                        help="a bench_w.py results file (w-*.json) with the auto CNN round (skips the CNN run)")
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -260,25 +276,30 @@ def main(argv: list[str] | None = None) -> int:
     results = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                "machine": machine(), "command": " ".join([sys.executable, *sys.argv]),
                "load_start": os.getloadavg(), "rows": []}
-    if args.cnn_seconds is None:
+    if args.cnn_file is None:
         results["cnn_round"] = auto_cnn_round(args.cnn_rounds, out)
     else:
-        results["cnn_round"] = {"seconds_per_round": args.cnn_seconds, "file": None, "command": "given"}
+        results["cnn_round"] = cnn_round_from(Path(args.cnn_file))
     cnn = results["cnn_round"]["seconds_per_round"]
-    print(f"bench_server_step: auto CNN round {cnn:.3f} s ({results['cnn_round']['file']})", flush=True)
+    print(f"bench_server_step: auto CNN round {cnn:.3f} s, CPU {results['cnn_round']['cpu_seconds_per_round']:.3f} s "
+          f"({results['cnn_round']['file']})", flush=True)
     for dtype in [d for d in args.dtypes.split(",") if d]:
         for kind in [m for m in args.momenta.split(",") if m]:
             results["rows"].extend(measure(dtype, kind, args.num_clients, int(args.dim),
                                            [int(k) for k in args.per_round.split(",")], args.steps, args.threads))
     results["load_end"] = os.getloadavg()
     lines = [f"FedAWARE server step, N = {args.num_clients}, d = {int(args.dim):.0e}; auto CNN round "
-             f"{cnn:.3f} s ({results['cnn_round']['file']}); {results['machine']}", "",
-             "| store | momenta | K | non-zero weights | before s | after s | after / CNN round | bitwise |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+             f"{cnn:.3f} s, CPU {results['cnn_round']['cpu_seconds_per_round']:.3f} s "
+             f"({results['cnn_round']['file']}); {results['machine']}; load {results['load_start'][0]:.1f} at the start, "
+             f"{results['load_end'][0]:.1f} at the end", "",
+             "| store | momenta | K | non-zero weights | before s | after s | after / CNN round | before CPU s | "
+             "after CPU s | bitwise |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for row in results["rows"]:
         lines.append(f"| {row['store_dtype']} | {row['momenta']} | {row['clients_per_round']} | "
                      f"{row['nonzero_weights']:.0f} | {row['before_seconds']:.3f} | {row['after_seconds']:.3f} | "
-                     f"{100 * row['after_seconds'] / cnn:.1f}% | "
+                     f"{100 * row['after_seconds'] / cnn:.1f}% | {row['before_cpu_seconds']:.3f} | "
+                     f"{row['after_cpu_seconds']:.3f} | "
                      f"{'yes' if row['gram_bitwise_equal'] and row['weighted_sum_bitwise_equal'] else 'NO'} |")
     print("\n".join(lines))
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
