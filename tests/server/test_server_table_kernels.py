@@ -197,6 +197,7 @@ def test_store_read_of_a_row_range_is_a_copy_equal_to_gathered_rows(storage):
     assert not torch.equal(rows, store.read(ids))
 
 
+@pytest.mark.slow
 def test_fedaware_run_with_a_bfloat16_store_on_the_runs_threads_is_deterministic(tmp_path):
     # The engine gives the stores the run's CPUs (StoreOptions.threads); a bfloat16 store with them
     # repeats itself bit for bit, and differs from a float32 store (its momenta are rounded).
@@ -207,7 +208,7 @@ def test_fedaware_run_with_a_bfloat16_store_on_the_runs_threads_is_deterministic
 
     def final_params(name, store_dtype):
         config = load_config(None, [*SMALL, f"run.out_dir={tmp_path}", f"run.name={name}", "server.name=fedaware",
-                                    f"run.store_dtype={store_dtype}", "run.rounds=4", "run.threads=2"])
+                                    f"run.store_dtype={store_dtype}", "run.rounds=3", "run.threads=2"])
         run_experiment(config)
         return ckpt.load_checkpoint(tmp_path / name)["simulator"]["params"]
 
