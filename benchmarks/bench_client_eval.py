@@ -3,7 +3,7 @@
 Fashion-MNIST, the FedAvg MLP, N clients (default 1,000, IID), one torch thread (the runner's
 default), CPU. Times, median of --repeats:
 
-- ``global_test``: one evaluation on the 10,000 test images (``fedhet.engine.task.evaluate``);
+- ``global_test``: one evaluation on the 10,000 test images (``fedhet.core.task.evaluate``);
 - ``clients_holdout``: per-client accuracies and statistics on the held-out slices
   (``data.client_test_fraction``, default 0.2: 12,000 examples);
 - ``clients_train``: the same on the clients' training data (``run.client_eval_data = "train"``);
@@ -26,11 +26,11 @@ from pathlib import Path
 import torch
 
 from fedhet.config.schema import load_config
+from fedhet.core.io import atomic_write_json
+from fedhet.core.task import evaluate
 from fedhet.engine.client_eval import (client_accuracies, client_accuracy_statistics, holdout_eval_set,
                                        train_eval_set)
 from fedhet.engine.runner import build_federation, configure_threads
-from fedhet.engine.task import evaluate
-from fedhet.io import atomic_write_json
 
 
 def timed(function, repeats: int) -> list[float]:

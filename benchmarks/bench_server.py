@@ -27,14 +27,14 @@ from pathlib import Path
 import torch
 
 import fedhet.components  # noqa: F401  (registers every component)
-from fedhet.config.options import build_options
 from fedhet.config.schema import load_config
+from fedhet.core.cohort import Cohort
+from fedhet.core.options import build_options
+from fedhet.core.registry import SERVERS
+from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.engine.callbacks import Callback
-from fedhet.engine.cohort import Cohort
 from fedhet.engine.runner import run_experiment
-from fedhet.registry import SERVERS
 from fedhet.server.base import ServerContext
-from fedhet.store import ClientStore, StoreOptions
 
 HERE = Path(__file__).resolve().parent
 

@@ -46,13 +46,13 @@ import torch
 
 import fedhet.components  # noqa: F401  (registers every component)
 from fedhet.backends.base import usable_cpus
-from fedhet.config.options import build_options
-from fedhet.engine.cohort import Cohort
-from fedhet.registry import SERVERS
+from fedhet.core.cohort import Cohort
+from fedhet.core.options import build_options
+from fedhet.core.registry import SERVERS
+from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.server import fedaware
 from fedhet.server.base import ServerContext
 from fedhet.server.gram import gram_update
-from fedhet.store import ClientStore, StoreOptions
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -23,9 +23,9 @@ from fedhet.backends.base import RoundWork
 from fedhet.backends.processes import ProcessPoolBackend
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.config.schema import load_config
+from fedhet.core.registry import CLIENT_SOLVERS
+from fedhet.core.task import evaluate
 from fedhet.engine.runner import build_federation
-from fedhet.engine.task import evaluate
-from fedhet.registry import CLIENT_SOLVERS
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -8,8 +8,8 @@ Public API::
 
     from fedhet import min_norm_weights, fedau_weights   # aggregation-weight functions
 """
-from fedhet.config.options import ConfigError
 from fedhet.config.schema import ExperimentConfig, load_config, resolve_config
+from fedhet.core.options import ConfigError
 
 __version__ = "0.1.0"
 

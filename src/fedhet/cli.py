@@ -21,7 +21,7 @@ import json
 import sys
 from typing import Sequence
 
-from fedhet.config.options import ConfigError, describe_options
+from fedhet.core.options import ConfigError, describe_options
 from fedhet.engine.summary import CLIENT_SUMMARY_KEYS
 from fedhet.error_lines import error_line
 from fedhet.logs import NORMAL, QUIET, VERBOSE, configure_cli_logging

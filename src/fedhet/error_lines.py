@@ -84,7 +84,7 @@ def is_user_error(error: BaseException) -> bool:
 def error_line(error: BaseException) -> tuple[str, int]:
     """The one line to print (``fedhet: ...``) and the exit status for ``error``."""
     if isinstance(error, FedhetError):
-        from fedhet.config.options import ConfigError
+        from fedhet.core.options import ConfigError
 
         prefix = "configuration error: " if isinstance(error, ConfigError) else ""
         return f"fedhet: {prefix}{one_line(str(error))}", EXIT_USER_ERROR

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 
 MAX_NAME_LENGTH = 200
 MAX_NAME_BYTES = 255

@@ -10,8 +10,8 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from fedhet.core.io import atomic_write_text
 from fedhet.errors import FedhetError
-from fedhet.io import atomic_write_text
 
 DEFAULT_PRESET = "synthetic_quickstart"
 """The preset ``fedhet init`` writes when none is named: it needs no data set and runs in seconds."""

@@ -8,9 +8,9 @@ import torch
 import fedhet.components  # noqa: F401  (registers every solver, so parametrisation sees them all)
 from fedhet.backends.base import RoundWork
 from fedhet.config.schema import load_config
+from fedhet.core.registry import CLIENT_SOLVERS
+from fedhet.core.seeding import torch_generator
 from fedhet.engine.runner import build_federation
-from fedhet.registry import CLIENT_SOLVERS
-from fedhet.seeding import torch_generator
 
 # Synthetic(1,1): 10 devices of unequal sizes (power law, up to 90 examples), 60 features, 10 classes.
 TASK = [

@@ -10,7 +10,7 @@ from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, ma
 import fedhet.backends.processes as processes_module
 from fedhet.backends.processes import ProcessPoolBackend, claim_order, fork_available
 from fedhet.backends.sequential import SequentialBackend
-from fedhet.engine.task import evaluate
+from fedhet.core.task import evaluate
 
 pytestmark = [pytest.mark.skipif(not fork_available(), reason="needs the fork start method"),
               pytest.mark.usefixtures("one_thread")]

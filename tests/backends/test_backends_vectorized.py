@@ -11,7 +11,7 @@ from fedhet.backends.select import select_backend
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.backends.vectorized import VectorizedBackend, padded_round_batches, unsupported_reason
 from fedhet.client.base import ClientOptions, LocalSolver
-from fedhet.engine.task import build_task
+from fedhet.core.task import build_task
 
 SCENARIOS = {
     # epochs mode, client sizes 61..72 with B = 16: partial last batches and 4 or 5 steps per client

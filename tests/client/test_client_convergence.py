@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401  (registers the components)
-from fedhet.config.options import build_options
+from fedhet.core.options import build_options
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
-from fedhet.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.base import ServerOptions
 
 ROUNDS, STEPS, LEARNING_RATE = 40, 10, 0.05
@@ -70,14 +70,14 @@ def test_algorithm_names_select_the_paired_client_and_server():
 
 
 def test_feddyn_server_refuses_a_client_without_alpha():
-    from fedhet.config.options import ConfigError
+    from fedhet.core.options import ConfigError
     problem = drift_problem()
     with pytest.raises(ConfigError, match="client.name = 'feddyn'"):
         run(problem, "sgd", "feddyn", 1)
 
 
 def test_options_are_validated():
-    from fedhet.config.options import ConfigError
+    from fedhet.core.options import ConfigError
     for name, key, bad in [("fedprox", "mu", -1.0), ("feddyn", "alpha", 0.0), ("fedadmm", "rho", 0.0),
                            ("fedsam", "rho", -0.1), ("fedspeed", "alpha", 1.5), ("fedspeed", "prox_weight", -1.0),
                            ("fedcm", "alpha", 0.0)]:

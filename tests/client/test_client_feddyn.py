@@ -3,10 +3,10 @@ import torch
 
 import fedhet.components  # noqa: F401
 from fedhet.client.feddyn import LOCAL_GRADIENT, FedDynOptions
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
-from fedhet.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.base import ServerOptions
 
 

@@ -6,10 +6,10 @@ from fedhet.client.base import ClientOptions
 from fedhet.client.feddyn import FedDynOptions
 from fedhet.client.fedprox import FedProxOptions
 from fedhet.client.fedspeed import PROX_CORRECTION, FedSpeedOptions
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
-from fedhet.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.base import ServerOptions
 
 

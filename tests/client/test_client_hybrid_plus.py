@@ -9,8 +9,8 @@ import torch
 import fedhet.components  # noqa: F401
 from fedhet.client.base import ClientOptions
 from fedhet.client.schedule import plan_local_work
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.problems.least_squares import make_least_squares
-from fedhet.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.base import ServerOptions
 
 

@@ -3,11 +3,11 @@ import pytest
 
 import fedhet.components  # noqa: F401
 from fedhet.client.base import ClientOptions, local_learning_rate
-from fedhet.config.options import ConfigError
 from fedhet.config.schema import load_config
+from fedhet.core.options import ConfigError
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.participation.full import FullOptions, make_full
 from fedhet.problems.least_squares import make_least_squares
-from fedhet.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.base import ServerOptions
 
 

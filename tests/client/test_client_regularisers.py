@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401  (registers the solvers)
-from fedhet.config.options import build_options
+from fedhet.core.options import build_options
+from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.problems.least_squares import make_least_squares
-from fedhet.registry import CLIENT_SOLVERS
 
 DIM = 3
 

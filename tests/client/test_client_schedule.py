@@ -4,7 +4,7 @@ import torch
 
 from fedhet.client.base import clip_by_norm
 from fedhet.client.schedule import batch_indices, plan_local_work
-from fedhet.seeding import torch_generator
+from fedhet.core.seeding import torch_generator
 
 
 def test_epoch_plan_visits_each_example_once_per_epoch():

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
+from fedhet.core.store import StoreOptions
 from fedhet.engine import checkpoint
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import make_least_squares
-from fedhet.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.base import ServerOptions
-from fedhet.store import StoreOptions
 
 ROUNDS, SPLIT = 6, 3
 CASES = [

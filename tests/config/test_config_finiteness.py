@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from fedhet.config.options import ConfigError, build_options, option
 from fedhet.config.schema import load_config
+from fedhet.core.options import ConfigError, build_options, option
 
 
 @pytest.mark.parametrize("overrides, key", [

@@ -4,8 +4,8 @@ import tomllib
 
 import pytest
 
-from fedhet.config.options import ConfigError
 from fedhet.config.schema import config_to_toml, load_config
+from fedhet.core.options import ConfigError
 from fedhet.names import MAX_NAME_LENGTH, child_path, name_problem
 
 

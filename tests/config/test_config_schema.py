@@ -1,6 +1,6 @@
 import pytest
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 from fedhet.config.schema import config_to_toml, load_config, parse_override, resolve_config
 from fedhet.cli import main
 

@@ -1,7 +1,7 @@
 import torch
 from torch import nn
 
-from fedhet.params import ParamSpec, bind_flat
+from fedhet.core.params import ParamSpec, bind_flat
 
 
 def _model():

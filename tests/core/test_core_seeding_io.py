@@ -2,8 +2,8 @@ import json
 
 import torch
 
-from fedhet.io import atomic_write_json, atomic_write_text
-from fedhet.seeding import derive_seed, torch_generator
+from fedhet.core.io import atomic_write_json, atomic_write_text
+from fedhet.core.seeding import derive_seed, torch_generator
 
 
 def test_derived_seeds_are_stable_and_distinct():

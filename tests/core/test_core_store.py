@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from fedhet.store import ClientStore, StoreOptions
+from fedhet.core.store import ClientStore, StoreOptions
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])

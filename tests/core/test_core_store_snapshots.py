@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from fedhet.config.schema import load_config
+from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.runner import resume_run, run_experiment
-from fedhet.store import ClientStore, StoreOptions
 from small_run import SMALL as ENGINE_SMALL
 from small_run import StopAfter
 
@@ -174,7 +174,7 @@ def test_sparse_copy_without_kernel_copy_gives_the_same_bytes(tmp_path, monkeypa
     import errno
     import os
 
-    import fedhet.store as store_module
+    import fedhet.core.store as store_module
 
     def refuse(*args):
         raise OSError(errno.EXDEV, "cross-device")

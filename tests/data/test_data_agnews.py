@@ -5,9 +5,9 @@ import sys
 import pytest
 import torch
 
+from fedhet.core.registry import DATASETS
 from fedhet.data.agnews import PAD_ID, UNK_ID, WordTokenizer, load_agnews, read_agnews_csv, words
 from fedhet.data.errors import DatasetFileError
-from fedhet.registry import DATASETS
 
 import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 

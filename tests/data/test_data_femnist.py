@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
+from fedhet.core.registry import DATASETS
 from fedhet.data.errors import DatasetFileError
 from fedhet.data.femnist import load_femnist, read_leaf_json
-from fedhet.registry import DATASETS
 
 import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 import fedhet.data.imagefolder as imagefolder
+from fedhet.core.registry import DATASETS
 from fedhet.data.errors import DatasetFileError
 from fedhet.data.imagefolder import (CINIC10_MEAN, CINIC10_STD, TINYIMAGENET_MEAN, TINYIMAGENET_STD, load_cinic10,
                                      load_tinyimagenet)
 from fedhet.data.transforms import Compose
-from fedhet.registry import DATASETS
 
 import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 

@@ -3,12 +3,12 @@ import numpy as np
 import pytest
 import torch
 
-from fedhet.config.options import ConfigError, build_options
-from fedhet.data.base import DatasetBundle, TensorDataset
+from fedhet.core.dataset import DatasetBundle, TensorDataset
+from fedhet.core.options import ConfigError, build_options
+from fedhet.core.registry import PARTITIONERS
 from fedhet.data.partition import (client_dirichlet_partition, dirichlet_partition, iid_partition,
                                    natural_partition, shard_partition)
 from fedhet.data.partition_report import label_counts, plot_label_heatmap, write_label_report
-from fedhet.registry import PARTITIONERS
 
 NUM_CLASSES = 10
 # 10 classes of unequal size (100..190 examples), interleaved like a real label file.

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from fedhet.config.options import ConfigError, build_options
+from fedhet.core.options import ConfigError, build_options
+from fedhet.core.registry import DATASETS
 from fedhet.data.datasets import IDX_SOURCES, verify_idx_content
 from fedhet.data.idx import IDX_FILE_STEMS, DatasetNotFoundError, find_idx_files
-from fedhet.registry import DATASETS
 
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
+from fedhet.core.registry import DATASETS
 from fedhet.data.errors import DatasetFileError
 from fedhet.data.svhn import SVHN_MEAN, SVHN_STD, load_svhn, read_svhn_mat
 from fedhet.data.transforms import RandomCrop
-from fedhet.registry import DATASETS
 
 import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 

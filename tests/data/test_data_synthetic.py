@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 import torch
 
-from fedhet.config.options import ConfigError, build_options
+from fedhet.core.options import ConfigError, build_options
+from fedhet.core.registry import DATASETS, PARTITIONERS
 from fedhet.data.synthetic import (feature_covariance_diagonal, generate_synthetic_devices, make_synthetic,
                                   synthetic_device_sizes)
-from fedhet.registry import DATASETS, PARTITIONERS
 
 import fedhet.data.datasets  # noqa: F401  (registers the datasets)
 import fedhet.data.partition  # noqa: F401  (registers the partitioners)

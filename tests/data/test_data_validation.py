@@ -1,7 +1,7 @@
 """data.validation_fraction: a seeded split taken out of the training set before partitioning."""
 import torch
 
-from fedhet.data.base import DatasetBundle, TensorDataset
+from fedhet.core.dataset import DatasetBundle, TensorDataset
 from fedhet.data.validation import split_validation
 
 

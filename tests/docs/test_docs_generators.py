@@ -3,7 +3,7 @@ import dataclasses
 
 import fedhet.components  # noqa: F401  (registers every component)
 from fedhet.config.schema import COMPONENT_SECTIONS, RunOptions
-from fedhet.registry import ALGORITHMS
+from fedhet.core.registry import ALGORITHMS
 
 from docs_modules import load
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import fedhet.components  # noqa: F401  (registers every component)
-from fedhet.registry import SERVERS
+from fedhet.core.registry import SERVERS
 
 from docs_modules import ROOT
 

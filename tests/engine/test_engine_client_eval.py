@@ -7,11 +7,11 @@ import pytest
 import torch
 from torch import nn
 
-from fedhet.config.options import ConfigError
-from fedhet.data.base import TensorDataset
+from fedhet.core.dataset import TensorDataset
+from fedhet.core.options import ConfigError
+from fedhet.core.task import build_task
 from fedhet.engine.client_eval import (ClientHoldoutError, client_accuracies, client_accuracy_statistics,
                                        holdout_eval_set, holdout_size, split_client_holdout, train_eval_set)
-from fedhet.engine.task import build_task
 
 
 def _tiny_task():

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from fedhet.engine.cohort import Cohort
+from fedhet.core.cohort import Cohort
 from fedhet.engine.divergence import EXPLOSION_RATIO, divergence_reason
 from fedhet.engine.metrics import cohort_metrics
 from fedhet.engine.runner import run_experiment

@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from fedhet.engine.cohort import Cohort
+from fedhet.core.cohort import Cohort
 from fedhet.engine.metrics import cohort_metrics
 
 

@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from fedhet.config.schema import load_config
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.engine.resources import (Need, ResourceLimitError, available_memory, check_resources, estimate_needs,
                                      measure_server_state, resource_problems)
 from fedhet.engine.runner import run_experiment
-from fedhet.registry import CLIENT_SOLVERS, SERVERS
 
 import fedhet.components  # noqa: F401  (registers every component)
 

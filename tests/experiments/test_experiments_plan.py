@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 from fedhet.experiments.grid import (SweepError, load_variants, parse_grid, parse_seeds, run_name, select_variants,
                                      split_values)
 from fedhet.experiments.plan import FINISHED, NEW, RESUME, plan_sweep, run_state

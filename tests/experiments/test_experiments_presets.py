@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fedhet.config.options import ConfigError
 from fedhet.config.schema import COMPONENT_SECTIONS, load_config
+from fedhet.core.options import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -25,7 +25,7 @@ VARIANT_FILES = sorted(p for folder in ("papers", "cpu") for p in (CONFIGS / fol
 
 def missing_component(error: ConfigError) -> str | None:
     """``"server.name = 'x'"`` when ``error`` is about a component name that is not registered, else None."""
-    from fedhet.registry import ALGORITHMS
+    from fedhet.core.registry import ALGORITHMS
 
     key, value = error.key, error.value
     if key == "algorithm":

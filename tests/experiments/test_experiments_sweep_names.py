@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 from fedhet.experiments.commands import sweep_command
 from fedhet.experiments.grid import load_variants
 from fedhet.experiments.plan import plan_sweep

@@ -8,7 +8,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 pytest.importorskip("transformers")
 
-from fedhet.config.options import ConfigError  # noqa: E402
+from fedhet.core.options import ConfigError  # noqa: E402
 from fedhet.models import build_model, count_parameters  # noqa: E402
 
 PAD = 1

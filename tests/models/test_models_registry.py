@@ -5,9 +5,9 @@ import pytest
 import torch
 
 import fedhet.models  # noqa: F401  (registers the models)
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
+from fedhet.core.registry import MODELS
 from fedhet.models import build_model, count_parameters
-from fedhet.registry import MODELS
 
 
 def test_every_model_is_registered():

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 from fedhet.participation.base import ParticipationContext
 from fedhet.participation.bernoulli import BernoulliOptions, effective_bernoulli_rate, make_bernoulli
 from fedhet.participation.full import FullOptions, make_full

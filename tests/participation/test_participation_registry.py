@@ -7,8 +7,8 @@ import fedhet.participation.bernoulli  # noqa: F401  (registers)
 import fedhet.participation.full  # noqa: F401
 import fedhet.participation.heterogeneous  # noqa: F401
 import fedhet.participation.uniform  # noqa: F401
-from fedhet.config.options import ConfigError, build_options, describe_options
-from fedhet.registry import PARTICIPATION
+from fedhet.core.options import ConfigError, build_options, describe_options
+from fedhet.core.registry import PARTICIPATION
 
 NAMES = ["bernoulli", "full", "heterogeneous", "uniform"]
 

@@ -3,24 +3,27 @@
 Tiny federations (the least-squares problem, float64, full-batch or minibatch local SGD), a
 participation process that replays a fixed ``[T, N]`` matrix (for exact, empty-round-including
 schedules), direct calls of a server on hand-made cohorts, and the checkpoint round trip through
-bytes that the runner uses.
+bytes that the runner uses, and FedAWARE's direction computed by enumeration (independent of
+the server's solver).
 """
 from __future__ import annotations
 
 import io
+import itertools
+import math
 from typing import Any, Optional
 
 import torch
 
 import fedhet.components  # noqa: F401  (registers the components)
-from fedhet.config.options import build_options
+from fedhet.core.cohort import Cohort
+from fedhet.core.options import build_options
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
+from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.engine import checkpoint
-from fedhet.engine.cohort import Cohort
 from fedhet.participation.base import ids_from_mask
 from fedhet.problems.least_squares import make_least_squares
-from fedhet.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.base import ServerContext
-from fedhet.store import ClientStore, StoreOptions
 
 
 def build_server(name: str, **values: Any):
@@ -123,3 +126,33 @@ def cohort(client_ids, deltas: torch.Tensor, *, num_examples=None, local_steps=N
     examples = torch.as_tensor(num_examples if num_examples is not None else [10] * count, dtype=torch.int64)
     steps = torch.as_tensor(local_steps if local_steps is not None else [1] * count, dtype=torch.int64)
     return Cohort(ids, deltas, examples, steps, torch.zeros(count, dtype=deltas.dtype))
+
+
+def exact_min_norm(gram):
+    """argmin w^T Q w over the simplex, by enumerating supports (independent of the solver)."""
+    n = gram.shape[0]
+    best, best_value = None, math.inf
+    for size in range(1, n + 1):
+        for support in itertools.combinations(range(n), size):
+            idx = torch.tensor(support)
+            kkt = torch.zeros(size + 1, size + 1, dtype=torch.float64)
+            kkt[:size, :size] = gram[idx][:, idx]
+            kkt[:size, size] = -1.0
+            kkt[size, :size] = 1.0
+            rhs = torch.zeros(size + 1, 1, dtype=torch.float64)
+            rhs[size] = 1.0
+            solution = torch.linalg.lstsq(kkt, rhs, driver="gelsd").solution[:, 0]
+            if float((kkt @ solution - rhs[:, 0]).abs().max()) > 1e-9 or float(solution[:size].min()) < -1e-12:
+                continue
+            w = torch.zeros(n, dtype=torch.float64)
+            w[idx] = solution[:size].clamp_min(0)
+            value = float(w @ gram @ w)
+            if value < best_value:
+                best, best_value = w / w.sum(), value
+    return best
+
+
+def fedaware_direction(momenta):
+    """d of FedAWARE with normalised momenta (the default), computed directly."""
+    unit = momenta / momenta.norm(dim=1, keepdim=True)
+    return exact_min_norm(unit @ unit.T) @ unit

@@ -1,5 +1,4 @@
 """The AWARE extension (server/aware.py; FedAWARE Proposition 3.1) and its wiring through compose."""
-import itertools
 import math
 
 import pytest
@@ -7,14 +6,16 @@ import torch
 
 import fedhet.components  # noqa: F401  (registers the servers)
 from fedhet.client.base import ClientOptions
-from fedhet.config.options import ConfigError, build_options
-from fedhet.engine.cohort import Cohort
+from fedhet.core.cohort import Cohort
+from fedhet.core.options import ConfigError, build_options
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
+from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.participation.uniform import UniformOptions, UniformParticipation
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
-from fedhet.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.aware import AwareProjection, project_onto
 from fedhet.server.base import ServerContext, ServerOptions, ServerSGD, WeightedAverage, compose
-from fedhet.store import ClientStore, StoreOptions
+
+from server_baseline_support import exact_min_norm, fedaware_direction
 
 F64 = torch.float64
 
@@ -22,36 +23,6 @@ F64 = torch.float64
 GRADIENT_STEP_METHODS = ["fedavg", "fedavgm", "fedadagrad", "fedadam", "fedyogi", "fedams", "fedamsgrad",
                          "fednova", "fedau", "average_participating", "average_all", "fedvarp", "mifa",
                          "fedaware", "fedmgda_plus"]
-
-
-def exact_min_norm(gram):
-    """argmin w^T Q w over the simplex, by enumerating supports (independent of the solver)."""
-    n = gram.shape[0]
-    best, best_value = None, math.inf
-    for size in range(1, n + 1):
-        for support in itertools.combinations(range(n), size):
-            idx = torch.tensor(support)
-            kkt = torch.zeros(size + 1, size + 1, dtype=F64)
-            kkt[:size, :size] = gram[idx][:, idx]
-            kkt[:size, size] = -1.0
-            kkt[size, :size] = 1.0
-            rhs = torch.zeros(size + 1, 1, dtype=F64)
-            rhs[size] = 1.0
-            solution = torch.linalg.lstsq(kkt, rhs, driver="gelsd").solution[:, 0]
-            if float((kkt @ solution - rhs[:, 0]).abs().max()) > 1e-9 or float(solution[:size].min()) < -1e-12:
-                continue
-            w = torch.zeros(n, dtype=F64)
-            w[idx] = solution[:size].clamp_min(0)
-            value = float(w @ gram @ w)
-            if value < best_value:
-                best, best_value = w / w.sum(), value
-    return best
-
-
-def fedaware_direction(momenta):
-    """d of FedAWARE with normalised momenta (the default), computed directly."""
-    unit = momenta / momenta.norm(dim=1, keepdim=True)
-    return exact_min_norm(unit @ unit.T) @ unit
 
 
 def context(num_clients, dim):

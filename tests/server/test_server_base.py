@@ -1,7 +1,7 @@
 """Data-size weights p_i = n_i / sum n_j: values, dtype, and the device they are computed on."""
 import torch
 
-from fedhet.engine.cohort import Cohort
+from fedhet.core.cohort import Cohort
 from fedhet.server.base import data_size_weights
 
 

@@ -9,15 +9,15 @@ import torch
 
 import fedhet.components  # noqa: F401  (registers the servers)
 from fedhet.client.base import ClientOptions
-from fedhet.config.options import ConfigError, build_options
+from fedhet.core.cohort import Cohort
+from fedhet.core.options import ConfigError, build_options
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
+from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.engine import checkpoint as ckpt
-from fedhet.engine.cohort import Cohort
 from fedhet.participation.uniform import UniformOptions, UniformParticipation
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
-from fedhet.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.base import ServerContext
 from fedhet.server.gram import gram_full
-from fedhet.store import ClientStore, StoreOptions
 
 F64 = torch.float64
 

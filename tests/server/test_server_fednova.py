@@ -2,7 +2,7 @@
 normalisation removes the objective inconsistency of FedAvg under unequal local steps."""
 import torch
 
-from fedhet.engine.cohort import Cohort
+from fedhet.core.cohort import Cohort
 from fedhet.participation.full import FullOptions, make_full
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import make_least_squares

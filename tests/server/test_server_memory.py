@@ -3,7 +3,7 @@ the incrementally kept sum over all clients, and checkpoint round trips."""
 import pytest
 import torch
 
-from fedhet.engine.cohort import Cohort
+from fedhet.core.cohort import Cohort
 from fedhet.participation.full import FullOptions, make_full
 from fedhet.participation.heterogeneous import HeterogeneousOptions, make_heterogeneous
 from fedhet.participation.uniform import UniformOptions, make_uniform

@@ -3,8 +3,8 @@ in-server weights against ``fedau_weights`` on the realised participation matrix
 import pytest
 import torch
 
-from fedhet.config.options import ConfigError
-from fedhet.engine.cohort import Cohort
+from fedhet.core.cohort import Cohort
+from fedhet.core.options import ConfigError
 from fedhet.participation.full import FullOptions, make_full
 from fedhet.participation.heterogeneous import HeterogeneousOptions, make_heterogeneous
 from fedhet.participation.uniform import UniformOptions, make_uniform

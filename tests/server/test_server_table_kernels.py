@@ -4,14 +4,14 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401  (registers the servers)
-from fedhet.config.options import build_options
-from fedhet.engine.cohort import Cohort
-from fedhet.registry import SERVERS
+from fedhet.core.cohort import Cohort
+from fedhet.core.options import build_options
+from fedhet.core.registry import SERVERS
+from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.server import table_kernels
 from fedhet.server.base import ServerContext
 from fedhet.server.gram import gram_full, gram_update
 from fedhet.server.table_kernels import map_single_threaded, weighted_row_sum
-from fedhet.store import ClientStore, StoreOptions
 
 STORAGE = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
 

@@ -3,8 +3,8 @@ one-line error naming the extra, raised before any work; defaults keep everythin
 import pytest
 
 from fedhet.cli import main
-from fedhet.config.options import ConfigError
 from fedhet.config.schema import config_to_toml, load_config
+from fedhet.core.options import ConfigError
 from fedhet.errors import FedhetError
 from fedhet.tracking import names
 from fedhet.tracking.names import TrackerUnavailableError

@@ -2,9 +2,9 @@
 one full-batch local step, full participation and server step 1, i.e. gradient descent on the
 global loss with step ``client.learning_rate``; it records ``train_loss`` every round as the engine does."""
 from fedhet.client.base import ClientOptions
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.engine.simulator import TrainingDivergedError
 from fedhet.problems.least_squares import full_batch_options
-from fedhet.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.server.base import ServerOptions
 from fedhet.tuning.trials import TrialRun
 

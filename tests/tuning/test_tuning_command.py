@@ -7,9 +7,9 @@ import pytest
 
 import fedhet.components  # noqa: F401
 from fedhet.cli import main
-from fedhet.data.base import TensorDataset
+from fedhet.core.dataset import TensorDataset
+from fedhet.core.registry import DATASETS
 from fedhet.engine import runner as engine_runner
-from fedhet.registry import DATASETS
 
 SMALL_TOML = """\
 [run]

@@ -2,7 +2,7 @@
 
 A backend is an object with a ``name`` and ``train_cohort(task, solver, work) -> (cohort,
 new_client_states)``. It may also have ``evaluate(task, params, batch_size)`` (a faster evaluation
-with the same numbers as :func:`fedhet.engine.task.evaluate`) and ``close()`` (release worker
+with the same numbers as :func:`fedhet.core.task.evaluate`) and ``close()`` (release worker
 processes). Every backend takes its batches, augmentation and dropout streams from the helpers
 below, so client ``i`` sees the same examples in round ``t`` whichever backend runs it.
 """
@@ -16,9 +16,9 @@ import torch
 
 from fedhet.client.base import ClientOptions, LocalSolver
 from fedhet.client.schedule import LocalPlan, batch_indices, plan_local_work
-from fedhet.engine.cohort import Cohort
-from fedhet.engine.task import FederatedTask
-from fedhet.seeding import derive_seed, torch_generator
+from fedhet.core.cohort import Cohort
+from fedhet.core.seeding import derive_seed, torch_generator
+from fedhet.core.task import FederatedTask
 
 
 @dataclasses.dataclass(frozen=True)

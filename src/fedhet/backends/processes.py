@@ -8,7 +8,8 @@ processes keep every core busy with no synchronisation between them.
 Why the parent computes too: with ``P`` usable cores, ``P - 1`` workers are forked and the parent
 takes a share itself, so exactly ``P`` processes compete for ``P`` cores. With ``P`` forked workers
 and a waiting parent, every request woke a worker that preempted the parent before it had sent the
-next request (about 1 ms per message on 2 cores), and the parent needed a core back to collect.
+next request (benchmarks/README.md, "Threads", has the cost), and the parent needed a core back to
+collect.
 
 Design (the numbers are bitwise those of :class:`~fedhet.backends.sequential.SequentialBackend`
 run with one thread, in float32 and float64):
@@ -32,7 +33,7 @@ run with one thread, in float32 and float64):
   cannot change any number: each client's computation is independent of the others.
 - **Evaluation** (:meth:`ProcessPoolBackend.evaluate`): the test set's forward passes are split
   into contiguous runs, one per process (the last run is the parent's); the per-pass loss sums and
-  correct counts are added in pass order in the parent, exactly as :func:`fedhet.engine.task.evaluate` adds them, so the metrics are
+  correct counts are added in pass order in the parent, exactly as :func:`fedhet.core.task.evaluate` adds them, so the metrics are
   bitwise those of a one-thread evaluation in one process.
 - The arena is re-allocated (and the workers re-forked) only when a round needs more rows than it
   has (capacity doubles) or the solver's state layout changes.
@@ -57,8 +58,8 @@ import torch
 from fedhet.backends.base import RoundWork, client_plan, cohort_sizes
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import LocalSolver
-from fedhet.engine.cohort import Cohort
-from fedhet.engine.task import (FederatedTask, combine_passes, eval_pass_size, eval_passes, evaluate_passes)
+from fedhet.core.cohort import Cohort
+from fedhet.core.task import (FederatedTask, combine_passes, eval_pass_size, eval_passes, evaluate_passes)
 
 Layout = dict[str, tuple[tuple[int, ...], torch.dtype]]
 
@@ -181,8 +182,8 @@ def train_claimed(task: FederatedTask, solver: LocalSolver, arena: dict[str, tor
                   order: list[int], client_ids: list[int]) -> tuple[list[int], list[int], list[float], dict]:
     """Claim cohort positions from ``order`` through the arena's shared counter (under ``lock``) and
     train each, until every position is claimed. Returns ``(positions, steps, losses, extras)`` of
-    the clients this process trained; lists travel back to the parent cheaply (pickling a tensor
-    costs ~0.2 ms, a short list microseconds; float64 losses survive exactly)."""
+    the clients this process trained; lists travel back to the parent cheaply (a short list pickles
+    far faster than a tensor; float64 losses survive exactly)."""
     counter = arena["claimed"]
     positions: list[int] = []
     steps: list[int] = []

@@ -12,7 +12,7 @@
 3. otherwise ``sequential`` (one core, or a model so small that the messages would dominate).
 
 The vectorised backend is never picked on a CPU: with one thread a vmap over clients is no faster
-than the loop (1.26x slower on the FedAvg MLP, measured here), and with several threads the worker
+than the loop (benchmarks/README.md has the measurement), and with several threads the worker
 processes use the cores with no synchronisation at all. Every backend gives the sequential
 backend's numbers (bitwise for ``processes``; to rounding for ``vectorized``), so the choice
 changes only the speed.
@@ -25,13 +25,13 @@ from fedhet.backends.base import usable_cpus
 from fedhet.backends.processes import ProcessPoolBackend, fork_available
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.backends.vectorized import VectorizedBackend, unsupported_reason
-from fedhet.engine.task import FederatedTask
+from fedhet.core.task import FederatedTask
 
 BACKENDS = ("auto", "sequential", "vectorized", "processes")
 
 # Below this many parameter-example products per local step (d x B; the FedAvg MLP with B = 32 has
-# 6.4e6), one step takes well under a millisecond on a CPU and the per-round messages to worker
-# processes (tens to hundreds of microseconds) would eat the gain.
+# 6.4e6), a step is so short that the per-round messages to worker processes would eat the gain
+# (benchmarks/README.md, "Results", has the measured rounds).
 PROCESS_MIN_STEP_WORK = 1_000_000
 
 
@@ -43,7 +43,7 @@ def _solver_from(config: Any) -> Optional[Any]:
     """The run's local solver (for capability checks), or None without a config."""
     if config is None:
         return None
-    from fedhet.registry import CLIENT_SOLVERS
+    from fedhet.core.registry import CLIENT_SOLVERS
     return CLIENT_SOLVERS.get(config.client.name, key="client.name").factory(config.client.options)
 
 

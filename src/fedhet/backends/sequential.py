@@ -1,9 +1,13 @@
 """The reference backend: clients one after another, in place on one flat parameter buffer.
 
 The model's parameters are bound as views of one flat vector ``w`` and their gradients as views of
-one flat buffer ``g`` (:func:`fedhet.params.bind_flat`), so each local step is: gather a batch,
+one flat buffer ``g`` (:func:`fedhet.core.params.bind_flat`), so each local step is: gather a batch,
 forward, backward straight into ``g``, and one fused update of ``w``. Starting a client is one copy
 ``w <- x``. This is as close to a hand-written PyTorch loop as a framework can be.
+
+For fedhet's MLP under cross-entropy the gradient does not go through autograd at all:
+:class:`fedhet.backends.mlp_grad.MLPGradient` calls the kernels autograd would call (bitwise the
+same loss and gradient) and writes the gradient straight into ``g``, which then needs no zeroing.
 """
 from __future__ import annotations
 
@@ -11,14 +15,21 @@ import torch
 
 from fedhet.backends.base import (RoundWork, augmentation_generator, client_batches, client_plan, cohort_sizes,
                                   on_device, seed_dropout, slice_states, stack_states)
+from fedhet.backends.mlp_grad import mlp_gradient
 from fedhet.client.base import LocalSolver
-from fedhet.engine.cohort import Cohort
-from fedhet.engine.task import FederatedTask
-from fedhet.params import bind_flat
+from fedhet.core.cohort import Cohort
+from fedhet.core.params import bind_flat
+from fedhet.core.task import FederatedTask
 
 
 class SequentialBackend:
+    """``hand_written_mlp=False`` runs every model through autograd (the same numbers, slower: for
+    tests and benchmarks of :mod:`fedhet.backends.mlp_grad`)."""
+
     name = "sequential"
+
+    def __init__(self, hand_written_mlp: bool = True):
+        self.hand_written_mlp = hand_written_mlp
 
     def train_cohort(self, task: FederatedTask, solver: LocalSolver, work: RoundWork):
         model, spec = task.model, task.spec
@@ -28,6 +39,9 @@ class SequentialBackend:
         g = torch.zeros_like(w)
         bind_flat(model, spec, w, g)
         model.train()
+        # The MLP's gradient without autograd, bitwise autograd's (fedhet.backends.mlp_grad); None
+        # for every other model or loss.
+        fused = mlp_gradient(task, w, g) if self.hand_written_mlp else None
 
         deltas = torch.empty(num_clients, spec.dim, dtype=task.dtype, device=task.device)
         steps = torch.empty(num_clients, dtype=torch.int64)
@@ -49,8 +63,8 @@ class SequentialBackend:
             local = solver.begin(x, client_state, work.broadcast, work.learning_rate)
             loss_sum = loss_sums[k]         # a view: += accumulates into loss_sums
             for idx in batches:
-                # index_select, not inputs_all[idx]: the same rows, copied 4-5x faster than by
-                # advanced indexing (~20 us less per step on a CPU, 2% of a FedAvg-MLP step).
+                # index_select, not inputs_all[idx]: the same rows, copied faster than by advanced
+                # indexing (benchmarks/README.md, "Results", lists it among the measured changes).
                 inputs = inputs_all.index_select(0, idx)
                 if transform is not None:
                     inputs = transform(inputs, aug_generator)
@@ -58,6 +72,8 @@ class SequentialBackend:
 
                 def grad_fn(point: torch.Tensor, inputs=inputs, targets=targets):
                     # The returned gradient is the shared buffer g: valid until the next call.
+                    if fused is not None:
+                        return fused(point, inputs, targets), g
                     saved = None
                     if point is not w:
                         saved = w.clone()

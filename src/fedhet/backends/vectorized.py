@@ -2,7 +2,7 @@
 
 Each local step is one batched computation for all ``K`` clients: the model runs through
 ``torch.func.functional_call`` under ``torch.func.vmap`` over the clients' parameter rows (named
-views of ``w [K, d]``, :meth:`fedhet.params.ParamSpec.views`) and their minibatches ``[K, B, ...]``,
+views of ``w [K, d]``, :meth:`fedhet.core.params.ParamSpec.views`) and their minibatches ``[K, B, ...]``,
 and ``torch.func.grad_and_value`` gives every client's minibatch gradient. The solver's step rule is
 written on tensors whose last dimension is ``d`` with broadcasting leading dimensions
 (:class:`fedhet.client.base.LocalSolver`), so ``solver.step(w [K, d], x [d], grad_fn, lr, local)``
@@ -49,8 +49,8 @@ from fedhet.backends.base import (RoundWork, augmentation_generator, client_batc
                                   on_device)
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import LocalSolver
-from fedhet.engine.cohort import Cohort
-from fedhet.engine.task import FederatedTask
+from fedhet.core.cohort import Cohort
+from fedhet.core.task import FederatedTask
 
 BatchedGrad = Callable[..., tuple[dict[str, torch.Tensor], torch.Tensor]]
 

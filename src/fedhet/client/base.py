@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 import torch
 
-from fedhet.config.options import ConfigError, option
-from fedhet.engine.cohort import Cohort
+from fedhet.core.cohort import Cohort
+from fedhet.core.options import ConfigError, option
 
 GradFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 

@@ -26,8 +26,8 @@ import torch
 
 from fedhet.client.base import ClientOptions, GradFn, LocalSolver
 from fedhet.client.fedprox import prox_effective_steps
-from fedhet.config.options import option
-from fedhet.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
+from fedhet.core.options import option
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
 from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD, compose
 from fedhet.server.participation_weighted import AverageAll
 

@@ -22,9 +22,9 @@ from typing import Any
 import torch
 
 from fedhet.client.base import ClientOptions, GradFn, LocalSolver, per_client
-from fedhet.config.options import option
-from fedhet.engine.cohort import Cohort
-from fedhet.registry import CLIENT_SOLVERS
+from fedhet.core.cohort import Cohort
+from fedhet.core.options import option
+from fedhet.core.registry import CLIENT_SOLVERS
 
 UPDATE_PER_STEP = "update_per_step"
 

@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from fedhet.client.base import ClientOptions, GradFn, LocalSolver
-from fedhet.config.options import option
-from fedhet.registry import CLIENT_SOLVERS
+from fedhet.core.options import option
+from fedhet.core.registry import CLIENT_SOLVERS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 
 from fedhet.client.base import ClientOptions, GradFn, LocalSolver
-from fedhet.config.options import option
-from fedhet.registry import CLIENT_SOLVERS
+from fedhet.core.options import option
+from fedhet.core.registry import CLIENT_SOLVERS
 
 NORM_GUARD = 1e-12
 

@@ -77,8 +77,8 @@ from fedhet.client.base import ClientOptions, GradFn, LocalSolver
 from fedhet.client.fedprox import prox_effective_steps
 from fedhet.client.fedsam import ascent_point
 from fedhet.client.feddyn import FedDynAggregator
-from fedhet.config.options import ConfigError, option
-from fedhet.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
+from fedhet.core.options import ConfigError, option
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
 from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD, compose
 from fedhet.server.participation_weighted import AverageParticipating
 

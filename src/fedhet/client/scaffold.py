@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from fedhet.client.base import ClientOptions, GradFn, LocalSolver, per_client
-from fedhet.engine.cohort import Cohort
-from fedhet.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
+from fedhet.core.cohort import Cohort
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
 from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD, compose
 from fedhet.server.participation_weighted import AverageParticipating
 

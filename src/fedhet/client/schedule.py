@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from fedhet.seeding import numpy_generator
+from fedhet.core.seeding import numpy_generator
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from fedhet.client.base import ClientOptions, LocalSolver
-from fedhet.registry import CLIENT_SOLVERS
+from fedhet.core.registry import CLIENT_SOLVERS
 
 
 @CLIENT_SOLVERS.register("sgd", ClientOptions)

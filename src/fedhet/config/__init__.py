@@ -1,4 +1,6 @@
-"""Configuration at the edge: option dataclasses, the experiment schema, TOML in and out."""
-from fedhet.config.options import ConfigError, build_options, describe_options, option, options_to_dict
+"""The experiment schema: ``ExperimentConfig`` built from TOML and overrides, and written back.
 
-__all__ = ["ConfigError", "build_options", "describe_options", "option", "options_to_dict"]
+Option dataclasses, ``option`` and ``ConfigError`` live in :mod:`fedhet.core.options`; this package
+sits above the stages because the schema resolves component names through every stage's registry
+(docs/design.md, "Layers").
+"""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 
 
 def check_client_eval(run: Any, data_options: Any) -> None:

@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from fedhet.config.client_eval import check_client_eval
-from fedhet.config.options import ConfigError, OverrideText, build_options, option, options_to_dict
-from fedhet.registry import (ALGORITHMS, CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS,
-                             SERVERS, Registry)
+from fedhet.core.options import ConfigError, OverrideText, build_options, option, options_to_dict
+from fedhet.core.registry import (ALGORITHMS, CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS,
+                                  SERVERS, Registry)
+from fedhet.names import check_name
+from fedhet.tracking.names import check_tracking_options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,13 +85,9 @@ class RunOptions:
                                         "data.client_test_fraction) or 'train' (the client's training data)")
 
     def validate(self, section: str) -> None:
-        from fedhet.tracking.names import check_tracking_options
-
         check_tracking_options(self, section)
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device):
             raise ConfigError(f"{section}.device", self.device, "allowed: auto, cpu, cuda, cuda:N, mps")
-        from fedhet.names import check_name  # here, not at the top: fedhet.names imports this package
-
         check_name(f"{section}.name", self.name)
 
 

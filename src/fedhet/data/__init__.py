@@ -3,7 +3,7 @@
 Importing :mod:`fedhet.data.datasets` and :mod:`fedhet.data.partition` registers the datasets
 ("fmnist", "mnist", "synthetic") and partitioners ("iid", "dirichlet", "shards", "natural").
 """
-from fedhet.data.base import BatchTransform, DatasetBundle, TensorDataset
+from fedhet.core.dataset import BatchTransform, DatasetBundle, TensorDataset
 from fedhet.data.datasets import (IDX_SOURCES, IdxSource, load_idx_dataset, locate_idx_files,
                                   verify_idx_content)
 from fedhet.data.download import ChecksumError, DownloadError, download_file

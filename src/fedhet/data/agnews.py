@@ -30,7 +30,7 @@ from typing import Iterable, Sequence
 
 import torch
 
-from fedhet.data.base import DatasetBundle, TensorDataset
+from fedhet.core.dataset import DatasetBundle, TensorDataset
 from fedhet.data.errors import DatasetFileError
 
 AGNEWS_SOURCE = "ag_news_csv.tgz (Zhang et al. 2015), e.g. https://s3.amazonaws.com/fast-ai-nlp/ag_news_csv.tgz"

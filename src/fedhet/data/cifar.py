@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from fedhet.data.base import DatasetBundle, TensorDataset
+from fedhet.core.dataset import DatasetBundle, TensorDataset
 from fedhet.data.errors import DatasetFileError
 from fedhet.data.transforms import normalize_uint8_images
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedhet.data.base import DatasetBundle, TensorDataset
+from fedhet.core.dataset import DatasetBundle, TensorDataset
 from fedhet.data.errors import DatasetFileError
 
 FEMNIST_NUM_CLASSES = 62

@@ -28,9 +28,9 @@ from typing import Iterable, Optional
 import numpy as np
 import torch
 
+from fedhet.core.io import atomic_write_bytes
 from fedhet.data.errors import DatasetFileError
 from fedhet.errors import FedhetError
-from fedhet.io import atomic_write_bytes
 
 # Type code -> big-endian NumPy dtype, as listed in the format description above.
 IDX_DTYPES: dict[int, np.dtype] = {

@@ -33,10 +33,10 @@ import numpy as np
 import torch
 from tqdm import tqdm  # not tqdm.auto: in Jupyter without ipywidgets that warns on every import of fedhet
 
-from fedhet.data.base import DatasetBundle, TensorDataset
+from fedhet.core.dataset import DatasetBundle, TensorDataset
+from fedhet.core.io import atomic_torch_save
 from fedhet.data.errors import DatasetFileError
 from fedhet.data.transforms import normalize_uint8_images
-from fedhet.io import atomic_torch_save
 
 CINIC10_MEAN = (0.47889522, 0.47227842, 0.43047404)
 CINIC10_STD = (0.24205776, 0.23828046, 0.25874835)

@@ -1,4 +1,4 @@
-"""Registrations of the papers' file-based datasets in :data:`fedhet.registry.DATASETS`.
+"""Registrations of the papers' file-based datasets in :data:`fedhet.core.registry.DATASETS`.
 
 Names: ``cifar10``, ``cifar100``, ``svhn``, ``cinic10``, ``tinyimagenet``, ``agnews``, ``femnist``.
 None of them can be downloaded by fedhet here: the user places the official files under
@@ -16,9 +16,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from fedhet.config.options import ConfigError, option
+from fedhet.core.options import ConfigError, option
 from fedhet.data.agnews import AGNEWS_SOURCE, load_agnews
-from fedhet.data.base import BatchTransform, DatasetBundle
+from fedhet.core.dataset import BatchTransform, DatasetBundle
 from fedhet.data.validation import DataOptions
 from fedhet.data.cifar import (CIFAR10_MEAN, CIFAR10_STD, CIFAR100_MEAN, CIFAR100_STD, CIFAR_OFFICIAL_URL,
                                load_cifar10, load_cifar100)
@@ -27,7 +27,7 @@ from fedhet.data.imagefolder import (CINIC10_MEAN, CINIC10_OFFICIAL_URL, CINIC10
                                      TINYIMAGENET_OFFICIAL_URL, TINYIMAGENET_STD, load_cinic10, load_tinyimagenet)
 from fedhet.data.svhn import SVHN_MEAN, SVHN_OFFICIAL_URL, SVHN_STD, load_svhn
 from fedhet.data.transforms import black_fill, compose, random_crop, random_horizontal_flip
-from fedhet.registry import DATASETS
+from fedhet.core.registry import DATASETS
 
 CROP_PADDING = 4  # torchvision RandomCrop(32, padding=4), as in the papers' code
 

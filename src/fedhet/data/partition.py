@@ -2,10 +2,10 @@
 
 Every partitioner returns ``list[torch.Tensor]``: one sorted int64 index tensor per client, disjoint
 and (except where stated) covering every example. All randomness comes from
-:func:`fedhet.seeding.numpy_generator` keyed by ``(seed, "partition/<name>", ...)``, so a seed
+:func:`fedhet.core.seeding.numpy_generator` keyed by ``(seed, "partition/<name>", ...)``, so a seed
 fixes the partition.
 
-Registered in :data:`fedhet.registry.PARTITIONERS` as "iid", "dirichlet", "client-dirichlet",
+Registered in :data:`fedhet.core.registry.PARTITIONERS` as "iid", "dirichlet", "client-dirichlet",
 "shards" and "natural".
 A registry factory is called as ``factory(options, *, targets, num_classes, seed, natural)`` where
 ``seed`` is the partition seed the engine resolved (``options.seed`` when set, else derived from
@@ -20,10 +20,10 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from fedhet.config.options import ConfigError, option
-from fedhet.data.base import DatasetBundle
-from fedhet.registry import PARTITIONERS
-from fedhet.seeding import numpy_generator
+from fedhet.core.dataset import DatasetBundle
+from fedhet.core.options import ConfigError, option
+from fedhet.core.registry import PARTITIONERS
+from fedhet.core.seeding import numpy_generator
 
 
 def _labels_array(labels: torch.Tensor | np.ndarray | Sequence[int]) -> np.ndarray:

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from fedhet.io import atomic_savefig, atomic_write_text
+from fedhet.core.io import atomic_savefig, atomic_write_text
 
 
 def label_counts(partition: Sequence[torch.Tensor], targets: torch.Tensor, num_classes: int) -> torch.Tensor:
@@ -22,7 +22,7 @@ def label_counts(partition: Sequence[torch.Tensor], targets: torch.Tensor, num_c
     if num_clients == 0:
         return torch.zeros(0, num_classes, dtype=torch.int64)
     indices = torch.cat([torch.as_tensor(part, dtype=torch.int64).cpu() for part in partition])
-    # np.repeat: torch.repeat_interleave costs ~20 ms even for tiny inputs on CPU.
+    # np.repeat: torch.repeat_interleave has a large fixed cost on CPU even for tiny inputs.
     owners = torch.from_numpy(np.repeat(np.arange(num_clients, dtype=np.int64), [len(part) for part in partition]))
     labels = targets[indices]
     if len(labels) and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):

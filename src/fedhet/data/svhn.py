@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedhet.data.base import DatasetBundle, TensorDataset
+from fedhet.core.dataset import DatasetBundle, TensorDataset
 from fedhet.data.errors import DatasetFileError
 from fedhet.data.transforms import normalize_uint8_images
 

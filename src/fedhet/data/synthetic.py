@@ -28,7 +28,7 @@ The log-normal sizes have a heavy tail (P(n_k > 10,000) is about 0.5% per device
 seed in eight gives such a device among 30); ``max_device_size`` caps them when given (default: no
 cap, as FedProx).
 
-Every draw comes from a stream keyed by ``(seed, purpose, device)`` (:mod:`fedhet.seeding`), so the
+Every draw comes from a stream keyed by ``(seed, purpose, device)`` (:mod:`fedhet.core.seeding`), so the
 same seed gives the same dataset, and adding devices leaves the first devices' data unchanged
 (unlike the FedProx script, which draws all devices from one global stream).
 """
@@ -40,8 +40,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from fedhet.data.base import DatasetBundle, TensorDataset
-from fedhet.seeding import numpy_generator
+from fedhet.core.dataset import DatasetBundle, TensorDataset
+from fedhet.core.seeding import numpy_generator
 
 SYNTHETIC_DIMENSION = 60
 SYNTHETIC_CLASSES = 10

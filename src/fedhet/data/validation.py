@@ -21,9 +21,9 @@ from typing import Optional
 
 import torch
 
-from fedhet.config.options import option
-from fedhet.data.base import DatasetBundle, TensorDataset
-from fedhet.seeding import torch_generator
+from fedhet.core.dataset import DatasetBundle, TensorDataset
+from fedhet.core.options import option
+from fedhet.core.seeding import torch_generator
 
 
 @dataclasses.dataclass(frozen=True)

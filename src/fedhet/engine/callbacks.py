@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from fedhet.io import atomic_write_text
+from fedhet.core.io import atomic_write_text
 
 
 class Callback:

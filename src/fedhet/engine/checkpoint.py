@@ -1,7 +1,7 @@
 """Checkpoints: the whole training state in one file, written atomically, holding data only.
 
 Component states are nested dicts of tensors and plain values, except per-client stores
-(:class:`fedhet.store.ClientStore`), which are replaced by their snapshot on save and loaded back
+(:class:`fedhet.core.store.ClientStore`), which are replaced by their snapshot on save and loaded back
 into the freshly initialised stores on restore.
 
 The file format (version 2) is::
@@ -33,9 +33,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from fedhet.core.io import atomic_write_bytes
+from fedhet.core.store import ClientStore
 from fedhet.errors import FedhetError
-from fedhet.io import atomic_write_bytes
-from fedhet.store import ClientStore
 
 CHECKPOINT_NAME = "checkpoint.pt"
 PREVIOUS_NAME = "checkpoint.prev.pt"

@@ -6,7 +6,7 @@ picks that slice (``"holdout"``) or the client's training data (``"train"``);
 ``run.client_eval_every`` sets how often.
 
 Cost: all clients' examples are one tensor, evaluated in one pass of the global model in the same
-forward passes as the test set (:func:`fedhet.engine.task.eval_pass_size`); the correct predictions
+forward passes as the test set (:func:`fedhet.core.task.eval_pass_size`); the correct predictions
 are then summed per client with one ``index_add_`` over a client-id vector. No loop over clients.
 
 Statistics over the ``N`` clients' accuracies ``a_1..a_N`` (each client weighs the same, whatever its
@@ -22,8 +22,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from fedhet.core.task import FederatedTask, eval_pass_size, eval_passes, parameters_bound_to
 from fedhet.engine.summary import CLIENT_RECORD_KEYS as STAT_KEYS
-from fedhet.engine.task import FederatedTask, eval_pass_size, eval_passes, parameters_bound_to
 from fedhet.errors import FedhetError
 
 TAIL_FRACTION = 0.1

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Optional
 
 import torch
 
-from fedhet.engine.cohort import Cohort
+from fedhet.core.cohort import Cohort
 
 EXPLOSION_RATIO = 1e8
 

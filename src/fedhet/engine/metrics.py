@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from fedhet.engine.cohort import Cohort
+from fedhet.core.cohort import Cohort
 
 
 def cohort_metrics(cohort: Cohort) -> dict[str, float]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from fedhet.data.base import DatasetBundle
+from fedhet.core.dataset import DatasetBundle
+from fedhet.core.io import atomic_write_json
 from fedhet.data.provenance import DATA_FILES_NAME, data_files_record
 from fedhet.engine.resources import check_resources, needs_for_run
-from fedhet.io import atomic_write_json
 
 
 def check_run_resources(config: Any, task: Any, run_dir: Path, log: Callable[[str], None]) -> None:

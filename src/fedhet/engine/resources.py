@@ -7,7 +7,7 @@ What is estimated (N clients, d parameters, ``b`` bytes per value of ``run.store
   server's (FedVarp/MIFA's latest updates, FedAWARE's momenta, possibly a subset of the columns).
   In RAM they cost that much memory, and a checkpoint holds a copy of each (disk, and memory while
   it is written); memory-mapped (``run.store_mmap``) they cost disk only, the table plus two
-  snapshot files (:mod:`fedhet.store`);
+  snapshot files (:mod:`fedhet.core.store`);
 - the server's other state tensors, FedAWARE's ``N x N`` float64 Gram matrix (``8 N^2`` bytes:
   7.2 GB at N = 30,000) above all, in memory and in the checkpoint;
 - the participation log, ``rounds x N`` booleans (one byte each), in memory and in the checkpoint.
@@ -40,7 +40,7 @@ from fedhet.errors import FedhetError
 
 WARN_FRACTION = 0.5
 CHECKPOINTS_KEPT = 2
-MMAP_FILES_PER_STORE = 3      # the table and two snapshots (fedhet.store)
+MMAP_FILES_PER_STORE = 3      # the table and two snapshots (fedhet.core.store)
 _STORE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
 
 
@@ -238,7 +238,7 @@ def check_resources(needs: list[Need], *, mode: str, run_dir: str | Path, store_
 def needs_for_run(config: Any, task: Any) -> tuple[list[Need], Optional[str]]:
     """The estimate for a configured run (``config``, the built ``task``) and, when the server's
     state could not be measured, why (module docstring)."""
-    from fedhet.registry import CLIENT_SOLVERS, SERVERS
+    from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 
     run = config.run
     solver = CLIENT_SOLVERS.get(config.client.name).factory(config.client.options)

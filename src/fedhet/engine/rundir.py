@@ -23,9 +23,9 @@ OWN_FILES = (
 # Written by a sweep in each of its run directories (cleared only when the sweep replaces a run).
 SWEEP_FILES = ("sweep_run.json", "sweep.log")
 STORES_DIR = "stores"
-# Memory-mapped stores and their snapshots (fedhet.store): store-<name>.bin, store-<name>.snapshot-<k>.bin
+# Memory-mapped stores and their snapshots (fedhet.core.store): store-<name>.bin, store-<name>.snapshot-<k>.bin
 STORE_FILE = re.compile(r"\.?store-[A-Za-z0-9_.-]+?(\.snapshot-\d+)?\.bin(\.tmp)?")
-# fedhet.io's atomic writers: .<target>.<mkstemp suffix>.tmp
+# fedhet.core.io's atomic writers: .<target>.<mkstemp suffix>.tmp
 _TEMPORARY = re.compile(r"\.(?P<target>.+)\.[A-Za-z0-9_]+\.tmp")
 
 

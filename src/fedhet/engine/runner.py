@@ -26,7 +26,12 @@ import torch
 from fedhet.backends.base import usable_cpus
 from fedhet.backends.select import select_backend
 from fedhet.config.schema import ExperimentConfig, config_to_toml, load_config, parse_override
-from fedhet.data.base import DatasetBundle, TensorDataset
+from fedhet.core.dataset import DatasetBundle, TensorDataset
+from fedhet.core.io import atomic_torch_save, atomic_write_json, atomic_write_text
+from fedhet.core.registry import CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS, SERVERS
+from fedhet.core.seeding import derive_seed
+from fedhet.core.store import StoreOptions
+from fedhet.core.task import FederatedTask, build_task, evaluate
 from fedhet.data.validation import split_validation
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine import client_eval
@@ -39,12 +44,7 @@ from fedhet.engine.rundir import clear_run_directory, remove_stale_temporaries
 from fedhet.engine.rundir_lock import DirectoryLock
 from fedhet.engine.simulator import Simulator, TrainingDivergedError
 from fedhet.engine.summary import summarize
-from fedhet.engine.task import FederatedTask, build_task, evaluate
-from fedhet.io import atomic_torch_save, atomic_write_json, atomic_write_text
-from fedhet.registry import CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS, SERVERS
-from fedhet.seeding import derive_seed
-from fedhet.store import StoreOptions
-from fedhet.tracking.callback import check_trackers_installed, tracking_callbacks
+from fedhet.engine.tracking import check_trackers_installed, tracking_callbacks
 
 logger = logging.getLogger(__name__)
 

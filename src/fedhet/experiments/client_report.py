@@ -16,11 +16,11 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from fedhet.core.io import atomic_savefig
 from fedhet.engine.summary import CLIENT_RECORD_KEYS
 from fedhet.experiments.grouping import Group
 from fedhet.experiments.stats import Stat, describe
 from fedhet.experiments.tables import _pm
-from fedhet.io import atomic_savefig
 
 CLIENT_FILE = "client_accuracy.json"
 COLUMN_TITLES = ("algorithm", "seeds", "client mean acc. (%)", "client std (pp)", "worst-10% acc. (%)",

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence, TextIO
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_INPUT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 

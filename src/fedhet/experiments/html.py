@@ -10,14 +10,14 @@ from __future__ import annotations
 import base64
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
+from fedhet.experiments.client_report import COLUMN_TITLES, NOTE, row_cells
 from fedhet.experiments.grouping import format_value
 from fedhet.experiments.markdown import notes_text
+from fedhet.experiments.report_data import Report, ReportSection, headline_setting
 from fedhet.experiments.tables import column_titles, section_cells
 
-if TYPE_CHECKING:
-    from fedhet.experiments.report import Report, ReportSection
 
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2em auto;
@@ -79,8 +79,6 @@ def _section(report: "Report", section: "ReportSection") -> str:
     curves.append(_figure(section.participation_image, f"participation: clients x rounds{source}"))
     parts.append('<div class="grid">' + "".join(c for c in curves if c) + "</div>")
     if section.client_rows:
-        from fedhet.experiments.client_report import COLUMN_TITLES, NOTE, row_cells
-
         head = "".join(f"<th>{escape(t)}</th>" for t in COLUMN_TITLES)
         body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row_cells(row)) + "</tr>"
                        for row in section.client_rows)
@@ -96,8 +94,6 @@ def _section(report: "Report", section: "ReportSection") -> str:
 
 def render_html(report: "Report", *, intro_html: str = "") -> str:
     """The page; ``intro_html`` (already escaped, e.g. the claims section) goes before the tables."""
-    from fedhet.experiments.report import headline_setting
-
     headline = ", ".join(f"{key} = {format_value(value)}" for key, value in headline_setting(report.common).items())
     warnings = "".join(f'<p class="warning">warning: {escape(w)}</p>' for w in report.warnings)
     sections = "\n".join(_section(report, section) for section in report.sections)

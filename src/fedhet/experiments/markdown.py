@@ -4,13 +4,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from urllib.parse import quote
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
+from fedhet.experiments.client_report import COLUMN_TITLES, NOTE, row_cells
 from fedhet.experiments.grouping import assignments_text
+from fedhet.experiments.report_data import Report, ReportSection, headline_setting
 from fedhet.experiments.tables import STD_NOTE, column_titles, section_cells
 
-if TYPE_CHECKING:
-    from fedhet.experiments.report import Report, ReportSection
 
 
 # Characters with a meaning in Markdown inline text (emphasis, code, links, table cells) get a
@@ -60,8 +60,6 @@ def _link(path: Optional[Path], relative_to: Path) -> Optional[str]:
 
 
 def render_markdown(report: "Report", *, relative_to: Path) -> str:
-    from fedhet.experiments.report import headline_setting
-
     lines = [f"# {_escape(report.title)}", "", f"{len(report.runs)} runs. Common setting: "
              + (_escape(assignments_text(headline_setting(report.common))) or "(none)") + ".", "",
              notes_text(report), ""]
@@ -80,8 +78,6 @@ def render_markdown(report: "Report", *, relative_to: Path) -> str:
                 lines.append(f"![{_escape(alt)}]({link})")
         lines.append("")
         if section.client_rows:
-            from fedhet.experiments.client_report import COLUMN_TITLES, NOTE, row_cells
-
             lines += ["### Per-client accuracy", "", NOTE, "", "| " + " | ".join(COLUMN_TITLES) + " |",
                       "|" + "|".join("---" for _ in COLUMN_TITLES) + "|"]
             lines += ["| " + " | ".join(_escape(c) for c in row_cells(row)) + " |" for row in section.client_rows]
@@ -92,8 +88,6 @@ def render_markdown(report: "Report", *, relative_to: Path) -> str:
 
 def render_console(report: "Report") -> str:
     """The tables for a terminal: Markdown without the images."""
-    from fedhet.experiments.report import headline_setting
-
     lines = [report.title, f"common setting: {assignments_text(headline_setting(report.common)) or '(none)'}", ""]
     for section in report.sections:
         lines += [f"## {section.title}", table_text(report, section), ""]

@@ -24,8 +24,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from fedhet.config.options import ConfigError
 from fedhet.config.schema import ExperimentConfig, apply_overrides, load_config, parse_override, resolve_config
+from fedhet.core.options import ConfigError
 from fedhet.engine.checkpoint import has_checkpoint
 from fedhet.experiments.grid import GridAxis, SweepError, Variant, run_name, setting_name
 from fedhet.names import check_name

@@ -3,7 +3,7 @@
 For one group (the seeds of one setting) a curve is taken at the rounds that every seed evaluated
 with a finite value; the line is the mean over seeds and the band mean ± sample std (``ddof = 1``;
 no band for one seed). Figures use matplotlib's Agg canvas (no pyplot state, no display) and are
-written with :func:`fedhet.io.atomic_savefig`.
+written with :func:`fedhet.core.io.atomic_savefig`.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
+from fedhet.core.io import atomic_savefig
 from fedhet.experiments.grouping import Group
-from fedhet.io import atomic_savefig
 
 CURVES = {
     "test_accuracy": ("test accuracy", "test accuracy"),

@@ -16,73 +16,20 @@ section's first run (its ``partition.png`` and ``participation.png``).
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from fedhet.core.io import atomic_write_json, atomic_write_text
 from fedhet.experiments.client_report import client_rows, plot_client_distribution
-from fedhet.experiments.grouping import Group, Section, common_setting, group_runs, make_sections
+from fedhet.experiments.grouping import Group, common_setting, group_runs, make_sections
+from fedhet.experiments.html import render_html
+from fedhet.experiments.markdown import render_markdown
 from fedhet.experiments.plots import CURVES, plot_curves
+from fedhet.experiments.report_data import Report, ReportFiles, ReportSection, Row
 from fedhet.experiments.runs import RunData, RunDirectoryError
-from fedhet.experiments.stats import (METRICS, Stat, TargetStat, describe, describe_rounds, run_metrics,
-                                      run_rounds_to_target)
+from fedhet.experiments.stats import METRICS, Stat, describe, describe_rounds, run_metrics, run_rounds_to_target
 from fedhet.experiments.tables import STD_NOTE
-from fedhet.io import atomic_write_json, atomic_write_text
-
-# The common-setting keys a reader wants first, in this order (the rest are in report.json / HTML details).
-HEADLINE_KEYS = ("data.name", "model.name", "partition.name", "partition.num_clients", "partition.alpha",
-                 "participation.name", "participation.clients_per_round", "participation.pattern",
-                 "participation.mean", "participation.floor", "run.rounds", "client.epochs", "client.steps",
-                 "client.batch_size", "client.learning_rate", "server.learning_rate")
-
-
-@dataclasses.dataclass
-class Row:
-    group: Group
-    metrics: dict[str, Stat]
-    targets: list[TargetStat]
-    unfinished: int
-
-    @property
-    def name(self) -> str:
-        return self.group.display or self.group.label
-
-
-@dataclasses.dataclass
-class ReportSection:
-    section: Section
-    rows: list[Row]
-    plots: dict[str, Path] = dataclasses.field(default_factory=dict)    # curve key -> PNG (after writing)
-    partition_image: Optional[Path] = None
-    participation_image: Optional[Path] = None
-    image_run: Optional[Path] = None
-    client_rows: list = dataclasses.field(default_factory=list)          # client_report.ClientRow per row
-    client_plot: Optional[Path] = None
-
-    @property
-    def title(self) -> str:
-        return self.section.title
-
-
-@dataclasses.dataclass
-class Report:
-    title: str
-    sections: list[ReportSection]
-    common: dict[str, Any]
-    targets: tuple[float, ...]
-    window: str                       # "last 10%" or "last 200 rounds"
-    runs: list[RunData]
-    warnings: list[str]
-
-
-@dataclasses.dataclass(frozen=True)
-class ReportFiles:
-    markdown: Path
-    html: Path
-    json: Path
-    plots: tuple[Path, ...]
-
 
 def _default_targets(runs: Sequence[RunData]) -> tuple[float, ...]:
     targets = {run.config.run.target_accuracy for run in runs}
@@ -136,10 +83,6 @@ def build_report(runs: Sequence[RunData], *, targets: Optional[Sequence[float]] 
     return Report(title, sections, common_setting(groups), target_list, window, counted, notes)
 
 
-def headline_setting(common: dict[str, Any]) -> dict[str, Any]:
-    return {key: common[key] for key in HEADLINE_KEYS if key in common}
-
-
 def _plot_name(index: int, key: str) -> str:
     return f"section{index + 1}_{key}.png"
 
@@ -186,8 +129,6 @@ def report_to_json(report: Report) -> dict[str, Any]:
 def write_report(report: Report, out_dir: str | Path, *, intro_html: str = "") -> ReportFiles:
     """Write plots, ``report.md``, ``report.json`` and ``report.html`` into ``out_dir``
     (``intro_html``: a section placed before the tables of the HTML page)."""
-    from fedhet.experiments.html import render_html
-    from fedhet.experiments.markdown import render_markdown
 
     out = Path(out_dir)
     plots_dir = out / "plots"

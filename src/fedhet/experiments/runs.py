@@ -12,8 +12,8 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from fedhet.config.options import ConfigError
 from fedhet.config.schema import ExperimentConfig, load_config
+from fedhet.core.options import ConfigError
 from fedhet.engine.callbacks import scan_metrics
 from fedhet.errors import FedhetError
 from fedhet.experiments.plan import SWEEP_FILE, SWEEP_RUN_FILE, read_summary, summary_is_complete

@@ -22,7 +22,6 @@ import traceback
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
-import fedhet
 from fedhet.config.schema import config_to_toml
 from fedhet.engine.callbacks import Callback, read_metrics
 from fedhet.engine.rundir import clear_run_directory
@@ -33,7 +32,7 @@ from fedhet.experiments.plan import (FINISHED, NEW, RESUME, SWEEP_FILE, SWEEP_RU
 from fedhet.experiments.progress import DONE, FAILED, RUNNING, SKIPPED, SweepProgress
 from fedhet.experiments.lifetime import die_with_parent
 from fedhet.experiments.worker import LOG_FILE, execute_run
-from fedhet.io import atomic_write_json
+from fedhet.core.io import atomic_write_json
 
 
 @dataclasses.dataclass
@@ -135,7 +134,7 @@ def _worker_environment() -> dict[str, str]:
     env = dict(os.environ)
     env.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
     # The worker imports this same fedhet (an uninstalled source tree included).
-    source_root = str(Path(fedhet.__file__).resolve().parent.parent)
+    source_root = str(Path(__file__).resolve().parents[2])   # src/fedhet/experiments/sweep.py -> src
     env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH", "")) if p)
     return env
 

@@ -6,12 +6,11 @@ with two decimals (FedAWARE Table 2); rounds to a target as ``mean ± std (k/n)`
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
+from fedhet.experiments.report_data import ReportSection
 from fedhet.experiments.stats import Stat, TargetStat
 
-if TYPE_CHECKING:
-    from fedhet.experiments.report import ReportSection
 
 ACCURACY_METRICS = ("final_accuracy", "best_accuracy", "last_accuracy")
 STD_NOTE = "sample standard deviation over seeds (ddof = 1)"

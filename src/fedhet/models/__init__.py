@@ -1,4 +1,4 @@
-"""The papers' models, registered in :data:`fedhet.registry.MODELS`.
+"""The papers' models, registered in :data:`fedhet.core.registry.MODELS`.
 
 =================  ===========================================================  ==================
 name               model                                                        module
@@ -29,9 +29,9 @@ from typing import Any, Sequence
 
 from torch import nn
 
-from fedhet.config.options import build_options
+from fedhet.core.options import build_options
+from fedhet.core.registry import MODELS
 from fedhet.models import cnn, cnn5, fedau_cnn, logreg, mlp, neox, resnet_gn  # noqa: F401  (registration)
-from fedhet.registry import MODELS
 
 __all__ = ["build_model", "count_parameters"]
 
@@ -39,7 +39,7 @@ __all__ = ["build_model", "count_parameters"]
 def build_model(name: str, input_shape: Sequence[int], num_classes: int, **option_values: Any) -> nn.Module:
     """Build the registered model ``name`` with options validated as the ``[model]`` config section.
 
-    Unknown names and bad option values raise :class:`fedhet.config.options.ConfigError`; shapes the
+    Unknown names and bad option values raise :class:`fedhet.core.options.ConfigError`; shapes the
     architecture cannot take raise :class:`ValueError`.
     """
     entry = MODELS.get(name, key="model.name")

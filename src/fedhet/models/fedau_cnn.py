@@ -39,9 +39,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedhet.config.options import ConfigError, option
+from fedhet.core.options import ConfigError, option
+from fedhet.core.registry import MODELS
 from fedhet.models.shapes import check_num_classes, check_spatial, image_shape
-from fedhet.registry import MODELS
 
 # variant -> (hidden widths of the fully connected layers, dropout probability); see the table above.
 FEDAU_VARIANTS = MappingProxyType({

@@ -11,9 +11,9 @@ import dataclasses
 import torch
 from torch import nn
 
-from fedhet.config.options import option
+from fedhet.core.options import option
+from fedhet.core.registry import MODELS
 from fedhet.models.shapes import check_num_classes, flat_features
-from fedhet.registry import MODELS
 
 
 @dataclasses.dataclass(frozen=True)

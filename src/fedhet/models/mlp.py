@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedhet.config.options import ConfigError, option
+from fedhet.core.options import ConfigError, option
+from fedhet.core.registry import MODELS
 from fedhet.models.shapes import check_num_classes, flat_features
-from fedhet.registry import MODELS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,9 +42,9 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
-from fedhet.config.options import ConfigError, option
+from fedhet.core.options import ConfigError, option
+from fedhet.core.registry import MODELS
 from fedhet.models.shapes import check_num_classes
-from fedhet.registry import MODELS
 
 INSTALL_HINT = "pip install fedhet[nlp]"
 

@@ -32,9 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedhet.config.options import ConfigError, option
+from fedhet.core.options import ConfigError, option
+from fedhet.core.registry import MODELS
 from fedhet.models.shapes import check_num_classes, image_shape
-from fedhet.registry import MODELS
 
 STAGE_WIDTHS = (64, 128, 256, 512)
 BLOCKS_PER_STAGE = (2, 2, 2, 2)

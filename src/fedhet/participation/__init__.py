@@ -1,6 +1,6 @@
 """The participation stage: which clients train in each round.
 
-Processes (registered in ``fedhet.registry.PARTICIPATION``; see ``base.py`` for the interface):
+Processes (registered in ``fedhet.core.registry.PARTICIPATION``; see ``base.py`` for the interface):
 ``uniform`` (k of N), ``bernoulli`` (common ratio), ``full``, ``heterogeneous`` (FedAU's
 Bernoulli / Markov / cyclic patterns). Every process accepts FedAWARE's warm-up options
 ``explore`` and ``startup_round`` (``warmup.py``). ``simulate.py`` and ``plots.py`` run and draw them.

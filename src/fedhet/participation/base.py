@@ -6,7 +6,7 @@ A process is an immutable object (its options) with explicit state::
     client_ids, state = process.sample(state, round_index, context)
 
 ``client_ids`` is a sorted 1-D int64 tensor (possibly empty for processes that allow empty rounds).
-All randomness comes from ``fedhet.seeding.torch_generator(context.seed, "participation", ...)``
+All randomness comes from ``fedhet.core.seeding.torch_generator(context.seed, "participation", ...)``
 keyed by the round (and client where useful), so resuming from a checkpointed state at round t
 reproduces the uninterrupted run. ``state`` must hold only tensors, numbers and strings (it is
 checkpointed with ``torch.save``).
@@ -19,7 +19,7 @@ from typing import Any, Optional, Protocol
 
 import torch
 
-from fedhet.seeding import torch_generator
+from fedhet.core.seeding import torch_generator
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,9 +6,9 @@ from typing import Any
 
 import torch
 
+from fedhet.core.registry import PARTICIPATION
 from fedhet.participation.base import ParticipationContext, ParticipationProcess
 from fedhet.participation.warmup import WarmupOptions, with_warmup
-from fedhet.registry import PARTICIPATION
 
 
 @dataclasses.dataclass(frozen=True)

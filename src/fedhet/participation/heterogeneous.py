@@ -33,11 +33,11 @@ from typing import Any
 
 import torch
 
-from fedhet.config.options import option
+from fedhet.core.options import option
+from fedhet.core.registry import PARTICIPATION
 from fedhet.participation.base import (ParticipationContext, ParticipationProcess, Stream,
                                        ids_from_mask, participation_generator)
 from fedhet.participation.warmup import WarmupOptions, with_warmup
-from fedhet.registry import PARTICIPATION
 
 PATTERNS = ("bernoulli", "markov", "cyclic")
 

@@ -1,7 +1,7 @@
 """Figures of participation: a clients x rounds raster (FedAU Figure C.6.1) and the spread of p_n.
 
 Drawn on matplotlib ``Figure`` objects with the Agg canvas (no pyplot, no display, no global state)
-and written with :func:`fedhet.io.atomic_savefig`.
+and written with :func:`fedhet.core.io.atomic_savefig`.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from fedhet.io import atomic_savefig
+from fedhet.core.io import atomic_savefig
 from fedhet.participation.simulate import simulate_participation
 
 __all__ = ["plot_participation_raster", "plot_probability_histogram", "shown_clients",

@@ -10,11 +10,11 @@ from typing import Any
 
 import torch
 
-from fedhet.config.options import ConfigError, option
+from fedhet.core.options import ConfigError, option
+from fedhet.core.registry import PARTICIPATION
 from fedhet.participation.base import (ParticipationContext, ParticipationProcess, Stream,
                                        participation_generator)
 from fedhet.participation.warmup import WarmupOptions, with_warmup
-from fedhet.registry import PARTICIPATION
 
 
 @dataclasses.dataclass(frozen=True)

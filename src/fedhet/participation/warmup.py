@@ -36,7 +36,7 @@ from typing import Any, Optional
 
 import torch
 
-from fedhet.config.options import option
+from fedhet.core.options import option
 from fedhet.participation.base import (ParticipationContext, ParticipationProcess, Stream,
                                        participation_generator)
 

@@ -30,11 +30,11 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from fedhet.data.base import TensorDataset
+from fedhet.core.dataset import TensorDataset
+from fedhet.core.seeding import torch_generator
+from fedhet.core.store import StoreOptions
+from fedhet.core.task import FederatedTask, build_task
 from fedhet.engine.simulator import Simulator
-from fedhet.engine.task import FederatedTask, build_task
-from fedhet.seeding import torch_generator
-from fedhet.store import StoreOptions
 
 
 def squared_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

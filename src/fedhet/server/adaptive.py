@@ -47,8 +47,8 @@ from typing import Any
 
 import torch
 
-from fedhet.config.options import option
-from fedhet.registry import SERVERS
+from fedhet.core.options import option
+from fedhet.core.registry import SERVERS
 from fedhet.server.base import ServerOptions, WeightedAverage, compose
 
 ADAPTIVE_RULES = ("adagrad", "adam", "yogi")

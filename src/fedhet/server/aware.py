@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from fedhet.engine.cohort import Cohort
+from fedhet.core.cohort import Cohort
 from fedhet.server.base import ServerContext, ServerOptions
 from fedhet.server.fedaware import DirectionSettings, MomentumDirection
 

@@ -20,9 +20,9 @@ from typing import Any, Callable, Optional, Protocol
 
 import torch
 
-from fedhet.config.options import ConfigError, option
-from fedhet.engine.cohort import Cohort
-from fedhet.store import ClientStore
+from fedhet.core.cohort import Cohort
+from fedhet.core.options import ConfigError, option
+from fedhet.core.store import ClientStore
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +197,7 @@ def compose(aggregator: Aggregator, optimizer: ServerOptimizer, options: ServerO
     ``aware_incompatible``: a method whose server update is not a gradient step
     ``x <- x - eta_g dtilde`` (the premise of Proposition 3.1; e.g. FedDyn, whose server sets
     ``x <- mean_S w_i - h/alpha``) passes the reason here; ``server.aware = true`` is then refused
-    with a :class:`~fedhet.config.options.ConfigError` quoting it, instead of being applied where
+    with a :class:`~fedhet.core.options.ConfigError` quoting it, instead of being applied where
     it has no meaning.
     """
     transform: Optional[StepTransform] = None

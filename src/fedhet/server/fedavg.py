@@ -1,7 +1,7 @@
 """FedAvg (McMahan et al., 2017), with a server learning rate (Reddi et al., 2021)."""
 from __future__ import annotations
 
-from fedhet.registry import SERVERS, register_algorithm
+from fedhet.core.registry import SERVERS, register_algorithm
 from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD, WeightedAverage, compose
 
 

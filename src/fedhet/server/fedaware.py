@@ -15,7 +15,7 @@ form, in which ``alpha`` weights the new update (the two agree at ``alpha = 0.5`
 
 How fedhet computes it:
 
-- **Momenta** live in a :class:`~fedhet.store.ClientStore` made with
+- **Momenta** live in a :class:`~fedhet.core.store.ClientStore` made with
   ``context.make_store(store_name, subset=...)``: the run's storage dtype (float32, bfloat16,
   float16), device and memory mapping, checkpointed with the run. The update is computed in the
   run's compute dtype and rounded once when stored; everything downstream (Gram matrix, ``d``)
@@ -72,14 +72,14 @@ from typing import Any, Optional
 
 import torch
 
-from fedhet.config.options import ConfigError, option
-from fedhet.engine.cohort import Cohort
-from fedhet.registry import SERVERS, register_algorithm
+from fedhet.core.cohort import Cohort
+from fedhet.core.options import ConfigError, option
+from fedhet.core.registry import SERVERS, register_algorithm
+from fedhet.core.store import ClientStore
 from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD, compose, data_size_weights
 from fedhet.server.gram import gram_update, normalized_gram, submatrix
 from fedhet.server.min_norm import min_norm_weights
 from fedhet.server.table_kernels import weighted_row_sum
-from fedhet.store import ClientStore
 
 # Upcast at most this many bytes of momenta at a time when forming d (bounded memory for any N d).
 _BLOCK_BYTES = 64 << 20
@@ -177,8 +177,8 @@ class MomentumDirection:
         updates = store.project(cohort.pseudo_gradients)          # a fresh [K, d] (g = -delta)
         previous = store.read(ids, device=updates.device).to(updates.dtype)   # a fresh copy
         # (1 - alpha) m + alpha g, rounded exactly as the out-of-place expression but computed in
-        # place on the two fresh copies: each new [K, d] temporary cost ~0.2 s of page faults at
-        # K = 100, d = 1e6 (the step took 2.8 s more than its Gram update and solve).
+        # place on the two fresh copies: every new [K, d] temporary is fresh memory to fault in, which
+        # dominated the step at K = 100, d = 1e6 (figures: benchmarks/README.md, "Server side").
         store.write(ids, previous.mul_(1.0 - alpha).add_(updates.mul_(alpha)))
         # All changed rows in one block, so the table is streamed once per round (the block
         # products are memory-bound); at least gram.py's default block budget otherwise.
@@ -186,7 +186,7 @@ class MomentumDirection:
         if store.storage_dtype == accumulate:
             # No upcast copies are needed: blocks of whole rows are views of the table, so products
             # are [|S|, d] x [d, 256] matrix multiplies (compute-bound) instead of many thin,
-            # memory-bound ones (2.0 s -> 0.8 s at N = 1000, d = 1e6 on one CPU thread).
+            # memory-bound ones (benchmarks/README.md, "Server side", has the measured step).
             rows_per_block, cols_per_block = max(ids.numel(), _GRAM_WIDE_ROWS), max(store.dim, 1)
         else:
             rows_per_block = max(ids.numel(), _GRAM_BLOCK_VALUES // max(store.dim, 1), 1)

@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedhet.config.options import option
-from fedhet.engine.cohort import Cohort
-from fedhet.registry import SERVERS
+from fedhet.core.cohort import Cohort
+from fedhet.core.options import option
+from fedhet.core.registry import SERVERS
 from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD, compose
 from fedhet.server.fedaware import weight_entropy
 from fedhet.server.gram import normalized_gram

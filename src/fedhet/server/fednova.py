@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from fedhet.engine.cohort import Cohort
-from fedhet.registry import SERVERS, register_algorithm
+from fedhet.core.cohort import Cohort
+from fedhet.core.registry import SERVERS, register_algorithm
 from fedhet.server.base import ServerContext, ServerOptions, ServerSGD, compose, data_size_weights
 
 

@@ -1,7 +1,7 @@
 """Servers that remember every client's latest update: FedVarp and MIFA.
 
 Both keep a table ``y_n`` (one row per client, zero until client ``n`` first trains) in a per-client
-:class:`~fedhet.store.ClientStore` (``context.make_store``: the run's storage dtype, device and
+:class:`~fedhet.core.store.ClientStore` (``context.make_store``: the run's storage dtype, device and
 memory mapping, checkpointed with the run), so they cost ``N d`` memory (FedAU paper, Section 5).
 
 - FedVarp (Jhunjhunwala, Sharma, Nagarkatti, Joshi, "FedVARP: Tackling the Variance Due to Partial
@@ -32,8 +32,8 @@ from typing import Any
 
 import torch
 
-from fedhet.engine.cohort import Cohort
-from fedhet.registry import SERVERS
+from fedhet.core.cohort import Cohort
+from fedhet.core.registry import SERVERS
 from fedhet.server.base import ServerContext, ServerOptions, ServerSGD, compose
 
 MEMORY_KEY = "memory"

@@ -24,9 +24,9 @@ from typing import Any, Optional
 
 import torch
 
-from fedhet.config.options import option
-from fedhet.engine.cohort import Cohort
-from fedhet.registry import SERVERS
+from fedhet.core.cohort import Cohort
+from fedhet.core.options import option
+from fedhet.core.registry import SERVERS
 from fedhet.server.base import ServerContext, ServerOptions, ServerSGD, compose
 from fedhet.server.fedau_weights import fedau_state_init, fedau_state_step
 

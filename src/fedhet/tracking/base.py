@@ -1,6 +1,6 @@
 """What every tracker implements, and the helpers they share (values, parameters, scoped environment).
 
-A tracker mirrors a run into one external tool. The :class:`~fedhet.tracking.callback.TrackingCallback`
+A tracker mirrors a run into one external tool. The :class:`~fedhet.engine.tracking.TrackingCallback`
 drives it: ``start`` once per process (new run or resume), ``log_params`` once per tracked run,
 ``log_rounds`` with records that are already covered by a checkpoint, then ``log_summary``,
 ``log_files`` and ``close`` at the end. Records carry the names of ``metrics.jsonl``; the step is

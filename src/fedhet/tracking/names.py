@@ -20,8 +20,8 @@ class TrackerUnavailableError(FedhetError, ImportError):
 
 
 def check_tracker_names(names: Iterable[str], *, key: str = "run.trackers") -> None:
-    """Raise :class:`~fedhet.config.options.ConfigError` for an unknown or repeated tracker name."""
-    from fedhet.config.options import ConfigError
+    """Raise :class:`~fedhet.core.options.ConfigError` for an unknown or repeated tracker name."""
+    from fedhet.core.options import ConfigError
 
     names = list(names)
     allowed = ", ".join(TRACKER_MODULES)
@@ -34,7 +34,7 @@ def check_tracker_names(names: Iterable[str], *, key: str = "run.trackers") -> N
 
 def check_tracking_options(run: Any, section: str = "run") -> None:
     """Validate the tracking options of a ``[run]`` section (names, project, MLflow URI)."""
-    from fedhet.config.options import ConfigError
+    from fedhet.core.options import ConfigError
 
     check_tracker_names(run.trackers, key=f"{section}.trackers")
     project = run.tracker_project

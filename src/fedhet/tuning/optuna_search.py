@@ -16,7 +16,7 @@ from typing import Any, Callable
 from fedhet.tuning.errors import TuneError
 from fedhet.tuning.results import COMPLETE, FAILED, PRUNED, TrialRecord
 from fedhet.tuning.space import SearchParameter
-from fedhet.tuning.trials import trial_name
+from fedhet.tuning.trials import trial_name, trial_seed
 
 STUDY_NAME = "fedhet-tune"
 
@@ -61,8 +61,6 @@ def _from_study(frozen, criterion) -> TrialRecord:
 def optuna_trials(settings, runner, journal_path: Path, make_record: Callable[..., TrialRecord],
                   log: Callable[[str], None]) -> list[TrialRecord]:
     """Run the study up to ``settings.trials`` trials; every trial's record, in trial order."""
-    from fedhet.tuning.search import trial_seed
-
     optuna = import_optuna()
     RUNNING = optuna.trial.TrialState.RUNNING
     study = _open_study(optuna, settings, journal_path)

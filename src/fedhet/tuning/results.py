@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from fedhet.config.schema import _toml_value
-from fedhet.io import atomic_write_json, atomic_write_text
+from fedhet.core.io import atomic_write_json, atomic_write_text
 from fedhet.tuning.criteria import Criterion
 
 COMPLETE, PRUNED, FAILED = "complete", "pruned", "failed"

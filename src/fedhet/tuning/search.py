@@ -29,8 +29,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from fedhet.io import atomic_write_json
-from fedhet.seeding import derive_seed
+from fedhet.core.io import atomic_write_json
 from fedhet.tuning.criteria import Criterion, select_best
 from fedhet.tuning.errors import TuneError
 from fedhet.tuning.results import COMPLETE, FAILED, PRUNED, TrialRecord, format_table, write_results
@@ -131,11 +130,6 @@ def run_search(settings: SearchSettings, runner: TrialRunner, out_dir: str | Pat
         raise TuneError(f"no trial of the search in {out_dir} completed (first error: {first}); "
                         "see trials.csv and each trial's sweep.log")
     return SearchResult(trials, best, keys, settings.criterion)
-
-
-def trial_seed(seed: int, number: int) -> int:
-    """The TPE sampler's seed for trial ``number`` (see the module docstring, "Seeding")."""
-    return derive_seed(seed, "tune", number) % (2 ** 32)
 
 
 def is_finite(value: Optional[float]) -> bool:

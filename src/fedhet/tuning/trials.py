@@ -13,8 +13,9 @@ import io
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
-from fedhet.config.options import ConfigError
 from fedhet.config.schema import ExperimentConfig
+from fedhet.core.options import ConfigError
+from fedhet.core.seeding import derive_seed
 from fedhet.engine.callbacks import Callback, read_metrics
 from fedhet.tuning.errors import TuneError
 
@@ -124,3 +125,8 @@ class ConfigTrialRunner:
                 return TrialRun(read_metrics(run.run_dir / "metrics.jsonl"), f"{type(error).__name__}: {error}")
         summary = read_summary(run.run_dir) or {}
         return TrialRun(read_metrics(run.run_dir / "metrics.jsonl"), stopped=bool(summary.get("stopped_early")))
+
+
+def trial_seed(seed: int, number: int) -> int:
+    """The TPE sampler's seed for trial ``number`` (see :mod:`fedhet.tuning.search`, "Seeding")."""
+    return derive_seed(seed, "tune", number) % (2 ** 32)

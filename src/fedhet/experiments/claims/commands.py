@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 from fedhet.errors import FedhetError
 from fedhet.experiments.commands import EXIT_FAILED_RUNS, EXIT_INPUT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 

@@ -13,6 +13,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from fedhet.core.io import atomic_write_json, atomic_write_text
 from fedhet.experiments.claims.definitions import ClaimsSuite, Side
 from fedhet.experiments.claims.evaluate import ClaimResult
 from fedhet.experiments.claims.planning import protocol_dir
@@ -23,7 +24,6 @@ from fedhet.experiments.claims.verdict import HOLDS, NOT_REPRODUCED
 from fedhet.experiments.grouping import Group
 from fedhet.experiments.plots import plot_curves
 from fedhet.experiments.runs import RunDirectoryError, collect_runs
-from fedhet.io import atomic_write_json, atomic_write_text
 
 if TYPE_CHECKING:
     from fedhet.experiments.report import ReportFiles

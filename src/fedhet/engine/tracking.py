@@ -19,8 +19,9 @@ import shutil
 from pathlib import Path
 from typing import Any, Optional
 
+from fedhet.config.schema import config_to_toml
+from fedhet.core.io import atomic_write_json
 from fedhet.engine.callbacks import Callback, checkpoint_due
-from fedhet.io import atomic_write_json
 from fedhet.tracking.base import Tracker, TrackingContext, flat_params
 from fedhet.tracking.names import check_trackers_installed
 
@@ -93,8 +94,6 @@ class TrackingCallback(Callback):
         self.pending: list[dict[str, Any]] = []
 
     def _context(self) -> TrackingContext:
-        from fedhet.config.schema import config_to_toml
-
         sweep = sweep_name(self.run_dir)
         options = self.config.run
         return TrackingContext(run_dir=self.run_dir, run_name=options.name,

@@ -1,12 +1,14 @@
 """Registries from names to component factories and their option dataclasses.
 
-A component is registered next to its definition::
+A component is registered next to its definition, as local SGD is in ``fedhet/client/sgd.py``::
 
-    @SERVERS.register("fedyogi", FedYogiOptions)
-    def make_fedyogi(options: FedYogiOptions) -> ServerMethod: ...
+    @CLIENT_SOLVERS.register("sgd", ClientOptions)
+    def make_sgd(options: ClientOptions) -> LocalSolver: ...
 
 and made known to the configuration by importing its module in ``fedhet/components.py``
-(the one registry line per component).
+(the one registry line per component). A named pairing of a local solver with a server method,
+selected by ``algorithm = "fedavg"``, is declared with
+``register_algorithm("fedavg", client="sgd", server="fedavg")``.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import dataclasses
 import difflib
 from typing import Any, Callable
 
-from fedhet.config.options import ConfigError
+from fedhet.core.options import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedhet.data.base import BatchTransform, TensorDataset
-from fedhet.params import ParamSpec
+from fedhet.core.dataset import BatchTransform, TensorDataset
+from fedhet.core.params import ParamSpec
 
 
 @dataclasses.dataclass
@@ -109,7 +109,7 @@ def eval_pass_size(task: FederatedTask, params: torch.Tensor, batch_size: int) -
     the largest activation within :data:`CPU_EVAL_ACTIVATION_BYTES` (at least 16)."""
     if task.device.type != "cpu":
         return batch_size
-    # Measuring runs a hooked forward pass (~1 ms for the FedAvg MLP), so once per task.
+    # Measuring runs a hooked forward pass, so once per task.
     if task.eval_activation_bytes is None:
         task.eval_activation_bytes = largest_activation_bytes(task, params)
     per_example = task.eval_activation_bytes
@@ -127,7 +127,7 @@ def parameters_bound_to(model: nn.Module, views: dict[str, torch.Tensor]) -> Ite
     previous storage (e.g. the sequential backend's flat buffers) is restored afterwards.
 
     One swap for a whole evaluation: ``torch.func.functional_call`` swaps the parameters on every
-    call, which cost about 1 ms per forward pass of the FedAvg MLP here (10% of its evaluation).
+    call, a cost paid on every forward pass of an evaluation.
     """
     params = dict(model.named_parameters())
     saved = {name: param.data for name, param in params.items()}
