@@ -62,6 +62,13 @@ class StoreOptions:
     dtype: str = "float32"
     device: str = "cpu"
     mmap_dir: Optional[str] = None   # directory for memory-mapped stores; None keeps them in RAM
+    # CPU threads for whole-table kernels over the store (FedAWARE's Gram rows and weighted sum,
+    # fedhet.server.table_kernels): same numbers for any count; the engine uses the run's CPUs.
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.threads, int) or isinstance(self.threads, bool) or self.threads < 1:
+            raise ValueError(f"store threads must be a positive int, got {self.threads!r}")
 
 
 class ClientStore:
@@ -103,6 +110,12 @@ class ClientStore:
 
     def read(self, ids: torch.Tensor, device: torch.device | str | None = None) -> torch.Tensor:
         """Rows ``ids`` as ``[K, d_stored]`` in the compute dtype (a copy)."""
+        if ids.numel() > 1 and ids.device.type == "cpu" and bool((ids.diff() == 1).all()):
+            # A range of rows (e.g. the Gram update's blocks): upcast from a view, one copy not two.
+            first = int(ids[0])
+            rows = self.table[first:first + ids.numel()]
+            copied = rows.to(device=device or self.table.device, dtype=self.compute_dtype)
+            return copied.clone() if copied.data_ptr() == rows.data_ptr() else copied
         rows = self.table.index_select(0, ids.to(self.table.device))
         return rows.to(device=device or self.table.device, dtype=self.compute_dtype)
 

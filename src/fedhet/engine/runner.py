@@ -147,8 +147,11 @@ class RunHandle:
         backend, backend_note = select_backend(run.backend, self.task, config)
         log(f"backend: {backend.name} ({backend_note})")
         store_dtype = run.dtype if run.store_dtype == "auto" else run.store_dtype
+        # The server step runs while the backend's workers wait, so its whole-table kernels may use
+        # every CPU of the run (same numbers for any count: fedhet.server.table_kernels).
         store_options = StoreOptions(dtype=store_dtype, device=str(self.task.device),
-                                     mmap_dir=str(run_dir / "stores") if run.store_mmap else None)
+                                     mmap_dir=str(run_dir / "stores") if run.store_mmap else None,
+                                     threads=usable_cpus(run.threads))
         solver, server = build_algorithm(config)
         self.simulator = Simulator(
             self.task,

@@ -79,11 +79,15 @@ from fedhet.server.base import ServerContext, ServerOptions, data_size_weights
 from fedhet.server.gram import gram_update, normalized_gram, submatrix
 from fedhet.server.min_norm import min_norm_weights
 from fedhet.core.store import ClientStore
+from fedhet.server.table_kernels import weighted_row_sum
 
 # Upcast at most this many bytes of momenta at a time when forming d (bounded memory for any N d).
 _BLOCK_BYTES = 64 << 20
-# Values per block of momenta rows in the Gram update (gram.py's default budget).
-_GRAM_BLOCK_VALUES = 1 << 22
+# Values per block of upcast momenta rows in the Gram update of a 16-bit store (128 MiB in float32
+# per thread): at d = 1e6, 33 rows a block, so the K changed rows are re-read N / 33 times instead
+# of N / K. Blocks of other rows only split the columns of one product; the values are the same
+# (tests/server/test_server_table_kernels.py).
+_GRAM_BLOCK_VALUES = 1 << 25
 # Rows of the momentum table per block product when the table needs no upcast (see observe).
 _GRAM_WIDE_ROWS = 256
 
@@ -190,7 +194,7 @@ class MomentumDirection:
             rows_per_block = max(ids.numel(), _GRAM_BLOCK_VALUES // max(store.dim, 1), 1)
             cols_per_block = None
         gram = gram_update(state.gram.to("cpu"), _row_source(store), ids, chunk_rows=rows_per_block,
-                           chunk_cols=cols_per_block, accumulate_dtype=accumulate)
+                           chunk_cols=cols_per_block, accumulate_dtype=accumulate, threads=store.options.threads)
         return state._replace(gram=gram)
 
     def solve(self, state: DirectionState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
@@ -273,20 +277,16 @@ def _row_source(store: ClientStore):
 def _weighted_rows(store: ClientStore, ids: torch.Tensor, coefficients: torch.Tensor) -> torch.Tensor:
     """``sum_k coefficients[k] m_{ids[k]}`` over the stored coordinates, in the compute dtype.
 
-    Walks the table in contiguous row blocks (:meth:`ClientStore.row_blocks`): a float32 table is
-    read through views (no copy of the ``N x d`` table each round), a 16-bit one is upcast one
-    bounded block at a time; blocks without a non-zero coefficient are skipped.
+    The table in contiguous blocks of rows of at most ``_BLOCK_BYTES`` upcast
+    (:meth:`ClientStore.row_blocks`), one matrix-vector product per block with a non-zero
+    coefficient, summed in block order; :func:`fedhet.server.table_kernels.weighted_row_sum`
+    computes exactly these numbers without reading zero-coefficient rows, on the store's threads.
     """
     dense = torch.zeros(store.num_clients, dtype=torch.float64)
     dense[ids] = coefficients.to(torch.float64)
-    total = torch.zeros(store.dim, dtype=store.compute_dtype, device=store.table.device)
-    for start, stop in store.row_blocks(_BLOCK_BYTES):
-        block = dense[start:stop]
-        if not bool((block != 0).any()):
-            continue
-        rows = store.read_range(start, stop)
-        total += block.to(device=rows.device, dtype=rows.dtype) @ rows
-    return total
+    rows_per_block = next(iter(store.row_blocks(_BLOCK_BYTES)), (0, 1))[1]
+    return weighted_row_sum(store.table, dense, compute_dtype=store.compute_dtype,
+                            rows_per_block=rows_per_block, threads=store.options.threads)
 
 
 def _duality_gap(q: torch.Tensor, weights: torch.Tensor) -> float:

@@ -28,6 +28,8 @@ from typing import Callable, Sequence, Union
 
 import torch
 
+from fedhet.server.table_kernels import map_single_threaded
+
 # A momentum store: an [N, d] tensor, or a function returning the rows for an int64 index tensor.
 RowSource = Union[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]
 
@@ -37,14 +39,16 @@ _DEFAULT_BLOCK_VALUES = 1 << 22
 
 def gram_update(gram: torch.Tensor, memory: RowSource, changed_ids: torch.Tensor | Sequence[int], *,
                 chunk_rows: int | None = None, chunk_cols: int | None = None,
-                accumulate_dtype: torch.dtype = torch.float64) -> torch.Tensor:
+                accumulate_dtype: torch.dtype = torch.float64, threads: int = 1) -> torch.Tensor:
     """A new Gram matrix with the rows and columns of ``changed_ids`` recomputed from ``memory``.
 
     ``gram``: ``[N, N]`` floating tensor (the previous Gram matrix). ``memory``: the ``[N, d]``
     momentum store, or a callable ``rows(ids: LongTensor[k]) -> Tensor[k, d]``. ``changed_ids``:
     1-D integer client ids in ``[0, N)`` (duplicates are ignored; empty means nothing changed).
     ``chunk_rows`` / ``chunk_cols``: block sizes for the upcast (``None``: automatic, see the
-    module docstring). ``accumulate_dtype``: float64 (default) or float32.
+    module docstring). ``accumulate_dtype``: float64 (default) or float32. ``threads``: CPU threads
+    for the block products (the blocks of other rows are shared out; each block is the same product
+    as on one thread, so the result is bitwise the same for any count: fedhet.server.table_kernels).
 
     Entries ``(i, j)`` with both ``i`` and ``j`` changed are symmetrised (mean of the two computed
     products), so the result is exactly symmetric.
@@ -55,6 +59,8 @@ def gram_update(gram: torch.Tensor, memory: RowSource, changed_ids: torch.Tensor
     if accumulate_dtype not in (torch.float64, torch.float32):
         raise ValueError("gram_update: accumulate_dtype must be torch.float64 or torch.float32, "
                          f"got {accumulate_dtype}")
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(f"gram_update: threads must be a positive int, got {threads!r}")
     if ids.numel() == 0:
         _row_fetcher(memory, num_clients, None)     # still reject a malformed store
         return gram.clone()
@@ -66,7 +72,7 @@ def gram_update(gram: torch.Tensor, memory: RowSource, changed_ids: torch.Tensor
         block_ids = ids[start:start + rows_per_block]
         changed_rows = fetch(block_ids)
         products = _products_with_all_rows(changed_rows, fetch, num_clients, rows_per_block,
-                                           cols_per_block, accumulate_dtype)
+                                           cols_per_block, accumulate_dtype, threads)
         new_gram[block_ids, :] = products.to(device=gram.device, dtype=gram.dtype)
 
     # Columns mirror the rows; the changed x changed block is symmetrised first so that the two
@@ -143,18 +149,22 @@ def submatrix(gram: torch.Tensor, ids: torch.Tensor | Sequence[int]) -> torch.Te
 
 def _products_with_all_rows(changed_rows: torch.Tensor, fetch: Callable[[torch.Tensor], torch.Tensor],
                             num_clients: int, rows_per_block: int, cols_per_block: int,
-                            accumulate_dtype: torch.dtype) -> torch.Tensor:
-    """``changed_rows @ memory.T`` as ``[k, N]`` in ``accumulate_dtype``, block by block."""
+                            accumulate_dtype: torch.dtype, threads: int = 1) -> torch.Tensor:
+    """``changed_rows @ memory.T`` as ``[k, N]`` in ``accumulate_dtype``, block by block (blocks
+    of other rows on up to ``threads`` threads; the same products whatever the count)."""
     device = changed_rows.device
     products = torch.zeros(changed_rows.shape[0], num_clients, dtype=accumulate_dtype, device=device)
     dim = changed_rows.shape[1]
-    for start in range(0, num_clients, rows_per_block):
+
+    def block(start: int) -> None:
         stop = min(start + rows_per_block, num_clients)
         other_rows = fetch(torch.arange(start, stop)).to(device)
         for col in range(0, dim, cols_per_block):
             left = changed_rows[:, col:col + cols_per_block].to(accumulate_dtype)
             right = other_rows[:, col:col + cols_per_block].to(accumulate_dtype)
-            products[:, start:stop] += left @ right.T
+            products[:, start:stop] += left @ right.T      # each block owns its columns of products
+
+    map_single_threaded(block, range(0, num_clients, rows_per_block), threads if device.type == "cpu" else 1)
     return products
 
 
