@@ -46,9 +46,9 @@ def test_patterns_share_the_probabilities_and_they_look_like_the_papers():
     ctx = label_context()
     states = {pattern: make_heterogeneous(HeterogeneousOptions(pattern=pattern)).init(ctx)
               for pattern in ("bernoulli", "markov", "cyclic")}
-    p = states["bernoulli"]["probabilities"]
+    p = states["bernoulli"].probabilities
     for pattern in ("markov", "cyclic"):
-        assert torch.equal(states[pattern]["probabilities"], p)
+        assert torch.equal(states[pattern].probabilities, p)
     assert float(p.min()) == 0.02 and float(p.max()) <= 1.0
     assert 0.05 < float(p.mean()) < 0.2                   # mean 0.1 before the floor
 
@@ -56,7 +56,7 @@ def test_patterns_share_the_probabilities_and_they_look_like_the_papers():
 def test_bernoulli_long_run_rates_match_p(runs):
     # Per client: |rate - p| < 5 sqrt(p (1-p) / T).
     state, matrix = runs["bernoulli"]
-    p = state["probabilities"]
+    p = state.probabilities
     rates = matrix.double().mean(0)
     assert torch.all((rates - p).abs() < 5 * (p * (1 - p) / NUM_ROUNDS).sqrt() + 1e-12)
 
@@ -65,8 +65,8 @@ def test_markov_long_run_rates_match_p(runs):
     # The chain starts stationary, so the rate is unbiased; its variance is inflated by the
     # autocorrelation: Var = p (1-p) / T * (1 + lam) / (1 - lam), lam = 1 - P(off->on) - P(on->off).
     state, matrix = runs["markov"]
-    p = state["probabilities"]
-    lam = 1 - state["to_on"] - state["to_off"]
+    p = state.probabilities
+    lam = 1 - state.to_on - state.to_off
     sigma = (p * (1 - p) / NUM_ROUNDS * (1 + lam) / (1 - lam)).sqrt()
     rates = matrix.double().mean(0)
     assert torch.all((rates - p).abs() < 5 * sigma + 1e-12)
@@ -85,11 +85,11 @@ def test_markov_empirical_transition_frequencies(runs):
     # Per client with enough visits: off->on frequency ~ P(off->on), on->off ~ P(on->off), 5 sigma
     # (binomial given the number of visits). Both the plain and the capped case must occur.
     state, matrix = runs["markov"]
-    to_on, to_off = state["to_on"], state["to_off"]
+    to_on, to_off = state.to_on, state.to_off
     capped = to_off == 1.0
     assert int(capped.sum()) > 10 and int((~capped).sum()) > 10
     assert torch.allclose(to_on[~capped], torch.full_like(to_on[~capped], 0.05))
-    p = state["probabilities"]
+    p = state.probabilities
     assert torch.allclose(to_off[~capped], 0.05 * (1 - p[~capped]) / p[~capped])
     assert torch.allclose(to_on[capped], p[capped] / (1 - p[capped]))
     before, after = matrix[:-1], matrix[1:]
@@ -125,9 +125,9 @@ def test_cyclic_matches_a_transcription_of_the_authors_state_machine(runs):
     # round, when the countdown is 0 it flips and restarts at the new phase length; then counts down.
     state, matrix = runs["cyclic"]
     for n in range(0, NUM_CLIENTS, 37):
-        active, countdown = False, int(state["first_on"][n])
-        on_len = int(state["on_rounds"][n])
-        off_len = int(state["period"][n]) - on_len
+        active, countdown = False, int(state.first_on[n])
+        on_len = int(state.on_rounds[n])
+        off_len = int(state.period[n]) - on_len
         for t in range(700):
             if countdown == 0:
                 active = not active
@@ -138,7 +138,7 @@ def test_cyclic_matches_a_transcription_of_the_authors_state_machine(runs):
 
 def test_cyclic_rate_is_exact_over_whole_cycles(runs):
     state, matrix = runs["cyclic"]
-    on, period = state["on_rounds"], state["period"]
+    on, period = state.on_rounds, state.period
     for n in range(NUM_CLIENTS):
         cycles = NUM_ROUNDS // int(period[n])
         window = matrix[: cycles * int(period[n]), n]
@@ -155,7 +155,7 @@ def run_lengths(column):
 
 def test_cyclic_runs_are_exactly_on_and_off_phases(runs):
     state, matrix = runs["cyclic"]
-    on, period, first_on = state["on_rounds"], state["period"], state["first_on"]
+    on, period, first_on = state.on_rounds, state.period, state.first_on
     off = period - on
     assert torch.all((first_on >= 0) & (first_on < off))           # starts in the off phase
     for n in range(NUM_CLIENTS):
@@ -170,7 +170,7 @@ def test_cyclic_runs_are_exactly_on_and_off_phases(runs):
 
 def test_cyclic_offsets_are_spread_over_the_off_phase(runs):
     state, _ = runs["cyclic"]
-    fraction = state["first_on"].double() / (state["period"] - state["on_rounds"]).double()
+    fraction = state.first_on.double() / (state.period - state.on_rounds).double()
     # U{0..off-1}/off is roughly uniform on [0, 1): mean 1/2 - 1/(2 off); 300 clients, 5 sigma.
     assert abs(float(fraction.mean()) - 0.5) < 0.02 + 5 * (1 / 12 / NUM_CLIENTS) ** 0.5
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from fedhet.engine import checkpoint as ckpt
 from fedhet.participation.base import ParticipationContext
 from fedhet.participation.bernoulli import BernoulliOptions, make_bernoulli
 from fedhet.participation.full import FullOptions, make_full
@@ -30,9 +31,13 @@ def label_context(num_clients=30, seed=11):
     return ParticipationContext(num_clients, seed, counts.sum(1), counts)
 
 
-def assert_plain(state):
-    for key, value in state.items():
+def assert_plain(saved):
+    """``saved`` (a state as a checkpoint writes it) holds only str-keyed dicts, tensors and numbers."""
+    for key, value in saved.items():
         assert isinstance(key, str)
+        if isinstance(value, dict):                       # a nested typed state (the warm-up's inner one)
+            assert_plain(value)
+            continue
         assert isinstance(value, (torch.Tensor, int, float, str)) and not isinstance(value, bool), (key, value)
 
 
@@ -50,17 +55,21 @@ def test_resume_from_saved_state_equals_uninterrupted_run(name, warmup):
     ctx = label_context()
     process = CONFIGS[name](**warmup)
     state = process.init(ctx)
-    assert_plain(state)
+    assert_plain(ckpt.to_saveable(state))
     whole, _ = run(process, state, 0, 40, ctx)
 
     head, state = run(process, process.init(ctx), 0, 17, ctx)
     buffer = io.BytesIO()
-    torch.save(state, buffer)
+    torch.save(ckpt.to_saveable(state), buffer)            # as the engine's checkpoints write it
     buffer.seek(0)
     restored = torch.load(buffer, weights_only=True)       # plain tensors and numbers only
     assert_plain(restored)
-    # A fresh process object (as after a restart) with the same options.
-    tail, _ = run(CONFIGS[name](**warmup), restored, 17, 40, ctx)
+    # A fresh process object (as after a restart) with the same options; the typed state is rebuilt
+    # from its fresh initial state, as the engine does.
+    fresh = CONFIGS[name](**warmup)
+    resumed = ckpt.restore(fresh.init(ctx), restored, "cpu")
+    assert type(resumed) is type(state)
+    tail, _ = run(fresh, resumed, 17, 40, ctx)
     assert all(torch.equal(a, b) for a, b in zip(whole, head + tail))
 
 
@@ -69,8 +78,9 @@ def test_sampling_does_not_mutate_the_given_state(name):
     ctx = label_context()
     process = CONFIGS[name]()
     state = process.init(ctx)
-    snapshot = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in state.items()}
+    snapshot = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in state._asdict().items()}
     process.sample(state, 0, ctx)
-    assert state.keys() == snapshot.keys()
+    fields = state._asdict()
+    assert fields.keys() == snapshot.keys()
     for key, value in snapshot.items():
-        assert torch.equal(state[key], value) if isinstance(value, torch.Tensor) else state[key] == value
+        assert torch.equal(fields[key], value) if isinstance(value, torch.Tensor) else fields[key] == value

@@ -93,8 +93,8 @@ def test_heterogeneous_sweep_size_is_the_expected_number_per_round():
     process = build("heterogeneous-markov", explore=True)
     state = process.init(ctx)
     expected = float(process.probabilities(state).double().sum())
-    assert state["warmup_sweep_size"] == round(expected)
-    assert state["warmup_rounds"] == math.ceil(250 / round(expected))
+    assert state.sweep_size == round(expected)
+    assert state.rounds == math.ceil(250 / round(expected))
     assert torch.allclose(process.probabilities(state), build("heterogeneous-markov").probabilities(
         build("heterogeneous-markov").init(ctx)))
 
@@ -103,7 +103,7 @@ def test_full_explore_is_a_single_round_of_everyone():
     ctx = label_context(9)
     matrix = simulate_participation(build("full", explore=True), ctx, 3)
     assert bool(matrix.all())
-    assert build("full", explore=True).init(ctx)["warmup_rounds"] == 1
+    assert build("full", explore=True).init(ctx).rounds == 1
 
 
 def test_sweep_is_seeded():

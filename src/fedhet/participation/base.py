@@ -8,8 +8,15 @@ A process is an immutable object (its options) with explicit state::
 ``client_ids`` is a sorted 1-D int64 tensor (possibly empty for processes that allow empty rounds).
 All randomness comes from ``fedhet.core.seeding.torch_generator(context.seed, "participation", ...)``
 keyed by the round (and client where useful), so resuming from a checkpointed state at round t
-reproduces the uninterrupted run. ``state`` must hold only tensors, numbers and strings (it is
-checkpointed with ``torch.save``).
+reproduces the uninterrupted run.
+
+``state`` is a typed state, a ``NamedTuple`` of the process's own type (``UniformState``,
+``MarkovState``, ``WarmupState`` wrapping the inner process's state, ...; docs/design.md, "State")
+whose fields are tensors, numbers, strings or other typed states. ``sample`` never mutates the state
+it is given: it returns it unchanged or a new one (``state._replace(...)``). Checkpoints write the
+state as the dict of its fields and rebuild it from a freshly initialised state
+(:mod:`fedhet.engine.checkpoint`), so a process must return a state of the same type and fields
+from ``init`` on every run with the same options.
 """
 from __future__ import annotations
 
@@ -32,13 +39,21 @@ class ParticipationContext:
     client_label_counts: torch.Tensor     # [N, C] int64, examples per client and class
 
 
+# The state of a participation process: a NamedTuple of the process's own type (module docstring).
+ParticipationState = Any
+
+
 class ParticipationProcess(Protocol):
-    def init(self, context: ParticipationContext) -> dict[str, Any]: ...
+    def init(self, context: ParticipationContext) -> ParticipationState:
+        """The state before round 0."""
+        ...
 
-    def sample(self, state: dict[str, Any], round_index: int,
-               context: ParticipationContext) -> tuple[torch.Tensor, dict[str, Any]]: ...
+    def sample(self, state: ParticipationState, round_index: int,
+               context: ParticipationContext) -> tuple[torch.Tensor, ParticipationState]:
+        """``(client_ids, new_state)`` for round ``round_index``; ``state`` is left unchanged."""
+        ...
 
-    def probabilities(self, state: dict[str, Any]) -> Optional[torch.Tensor]:
+    def probabilities(self, state: ParticipationState) -> Optional[torch.Tensor]:
         """Per-client participation probabilities p_n when the process defines them (else None).
 
         A float32 ``[N]`` tensor: the rate of the process's own rule (FedAWARE warm-up rounds are

@@ -11,7 +11,7 @@ are never empty. The redraw conditions on a non-empty round and so raises the ef
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import NamedTuple
 
 import torch
 
@@ -35,17 +35,23 @@ def effective_bernoulli_rate(ratio: float, num_clients: int) -> float:
     return ratio / (1.0 - (1.0 - ratio) ** num_clients)
 
 
+class BernoulliState(NamedTuple):
+    """State of :class:`BernoulliParticipation`: only the population size (rounds are keyed by index)."""
+
+    num_clients: int
+
+
 class BernoulliParticipation:
     """Independent Bernoulli(ratio) per client and round; an empty round is redrawn."""
 
     def __init__(self, options: BernoulliOptions):
         self.ratio = options.ratio
 
-    def init(self, context: ParticipationContext) -> dict[str, Any]:
-        return {"num_clients": context.num_clients}
+    def init(self, context: ParticipationContext) -> BernoulliState:
+        return BernoulliState(num_clients=context.num_clients)
 
-    def sample(self, state: dict[str, Any], round_index: int,
-               context: ParticipationContext) -> tuple[torch.Tensor, dict[str, Any]]:
+    def sample(self, state: BernoulliState, round_index: int,
+               context: ParticipationContext) -> tuple[torch.Tensor, BernoulliState]:
         # Redraws continue the round's own stream, so they are as reproducible as the first draw.
         generator = participation_generator(context.seed, Stream.BERNOULLI, round_index)
         while True:
@@ -53,10 +59,10 @@ class BernoulliParticipation:
             if bool(mask.any()):
                 return ids_from_mask(mask), state
 
-    def probabilities(self, state: dict[str, Any]) -> torch.Tensor:
+    def probabilities(self, state: BernoulliState) -> torch.Tensor:
         """``ratio`` for every client (the nominal rate; the redraw raises the realised one to
         :func:`effective_bernoulli_rate`)."""
-        return torch.full((int(state["num_clients"]),), self.ratio, dtype=torch.float32)
+        return torch.full((int(state.num_clients),), self.ratio, dtype=torch.float32)
 
 
 @PARTICIPATION.register("bernoulli", BernoulliOptions)

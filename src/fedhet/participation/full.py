@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import NamedTuple
 
 import torch
 
@@ -17,18 +17,24 @@ class FullOptions(WarmupOptions):
     here since every round is already everyone)."""
 
 
+class FullState(NamedTuple):
+    """State of :class:`FullParticipation`: only the population size."""
+
+    num_clients: int
+
+
 class FullParticipation:
     """All N clients every round; ``p_n = 1``."""
 
-    def init(self, context: ParticipationContext) -> dict[str, Any]:
-        return {"num_clients": context.num_clients}
+    def init(self, context: ParticipationContext) -> FullState:
+        return FullState(num_clients=context.num_clients)
 
-    def sample(self, state: dict[str, Any], round_index: int,
-               context: ParticipationContext) -> tuple[torch.Tensor, dict[str, Any]]:
+    def sample(self, state: FullState, round_index: int,
+               context: ParticipationContext) -> tuple[torch.Tensor, FullState]:
         return torch.arange(context.num_clients, dtype=torch.int64), state
 
-    def probabilities(self, state: dict[str, Any]) -> torch.Tensor:
-        return torch.ones(int(state["num_clients"]), dtype=torch.float32)
+    def probabilities(self, state: FullState) -> torch.Tensor:
+        return torch.ones(int(state.num_clients), dtype=torch.float32)
 
 
 @PARTICIPATION.register("full", FullOptions)

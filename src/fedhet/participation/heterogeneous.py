@@ -29,7 +29,7 @@ Rounds may be empty under all three patterns (the engine skips the server step).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import NamedTuple, Union
 
 import torch
 
@@ -143,11 +143,45 @@ def cyclic_active(round_index: int | torch.Tensor, first_on: torch.Tensor, on_ro
     return torch.remainder(round_index - first_on, period) < on_rounds
 
 
+class HeterogeneousBernoulliState(NamedTuple):
+    """State of the ``bernoulli`` pattern: ``p_n`` (``[N]`` float64); rounds are keyed by index."""
+
+    probabilities: torch.Tensor
+
+
+class MarkovState(NamedTuple):
+    """State of the ``markov`` pattern after the last round drawn.
+
+    ``to_on``/``to_off`` (``[N]`` float64) are the transition probabilities, ``on`` (``[N]`` bool) the
+    chains' state (before round 0: the stationary draw), ``next_round`` the round that comes next
+    (a guard against skipping or repeating rounds, which would silently fork the run).
+    """
+
+    probabilities: torch.Tensor
+    to_on: torch.Tensor
+    to_off: torch.Tensor
+    on: torch.Tensor
+    next_round: int
+
+
+class CyclicState(NamedTuple):
+    """State of the ``cyclic`` pattern: ``A_n`` (``on_rounds``), ``L_n`` (``period``) and ``r_n``
+    (``first_on``), ``[N]`` int64 each (module docstring)."""
+
+    probabilities: torch.Tensor
+    on_rounds: torch.Tensor
+    period: torch.Tensor
+    first_on: torch.Tensor
+
+
+HeterogeneousState = Union[HeterogeneousBernoulliState, MarkovState, CyclicState]
+
+
 class _Pattern:
     """How one pattern starts (``init``) and which clients are on in a round (``active``)."""
 
-    def matrix(self, state: dict[str, Any], start_round: int, num_rounds: int,
-               context: ParticipationContext) -> tuple[torch.Tensor, dict[str, Any]]:
+    def matrix(self, state: HeterogeneousState, start_round: int, num_rounds: int,
+               context: ParticipationContext) -> tuple[torch.Tensor, HeterogeneousState]:
         """``[num_rounds, N]`` masks of consecutive rounds: the same ``active`` calls, minus the
         per-round conversion to ids (for simulations and plots)."""
         matrix = torch.empty(num_rounds, context.num_clients, dtype=torch.bool)
@@ -157,59 +191,58 @@ class _Pattern:
 
 
 class _BernoulliPattern(_Pattern):
-    def init(self, probabilities: torch.Tensor, context: ParticipationContext) -> dict[str, Any]:
-        return {}
+    def init(self, probabilities: torch.Tensor, context: ParticipationContext) -> HeterogeneousBernoulliState:
+        return HeterogeneousBernoulliState(probabilities=probabilities)
 
-    def active(self, state: dict[str, Any], round_index: int,
-               context: ParticipationContext) -> tuple[torch.Tensor, dict[str, Any]]:
+    def active(self, state: HeterogeneousBernoulliState, round_index: int,
+               context: ParticipationContext) -> tuple[torch.Tensor, HeterogeneousBernoulliState]:
         generator = participation_generator(context.seed, Stream.HETEROGENEOUS_BERNOULLI, round_index)
         uniforms = torch.rand(context.num_clients, generator=generator, dtype=torch.float64)
-        return uniforms < state["probabilities"], state
+        return uniforms < state.probabilities, state
 
 
 class _MarkovPattern(_Pattern):
     def __init__(self, transition: float):
         self.transition = transition
 
-    def init(self, probabilities: torch.Tensor, context: ParticipationContext) -> dict[str, Any]:
+    def init(self, probabilities: torch.Tensor, context: ParticipationContext) -> MarkovState:
         to_on, to_off = markov_transition_probabilities(probabilities, self.transition)
         generator = participation_generator(context.seed, Stream.MARKOV_INITIAL)
         on = torch.rand(context.num_clients, generator=generator, dtype=torch.float64) < probabilities
-        # "on" is the chain state of the last round drawn (before round 0: the stationary draw);
-        # next_round guards against skipping or repeating rounds, which would silently fork the run.
-        return {"to_on": to_on, "to_off": to_off, "on": on, "next_round": 0}
+        return MarkovState(probabilities=probabilities, to_on=to_on, to_off=to_off, on=on, next_round=0)
 
-    def active(self, state: dict[str, Any], round_index: int,
-               context: ParticipationContext) -> tuple[torch.Tensor, dict[str, Any]]:
-        expected = int(state["next_round"])
+    def active(self, state: MarkovState, round_index: int,
+               context: ParticipationContext) -> tuple[torch.Tensor, MarkovState]:
+        expected = int(state.next_round)
         if round_index != expected:
             raise ValueError(f"markov participation is a chain: round {expected} comes next, got "
                              f"round {round_index} (resume from the state saved after round {expected - 1})")
         generator = participation_generator(context.seed, Stream.MARKOV, round_index)
         uniforms = torch.rand(context.num_clients, generator=generator, dtype=torch.float64)
-        on = markov_step(state["on"], uniforms, state["to_on"], state["to_off"])
-        return on, {**state, "on": on, "next_round": round_index + 1}
+        on = markov_step(state.on, uniforms, state.to_on, state.to_off)
+        return on, state._replace(on=on, next_round=round_index + 1)
 
 
 class _CyclicPattern(_Pattern):
     def __init__(self, cycle: int):
         self.cycle = cycle
 
-    def init(self, probabilities: torch.Tensor, context: ParticipationContext) -> dict[str, Any]:
+    def init(self, probabilities: torch.Tensor, context: ParticipationContext) -> CyclicState:
         on_rounds, off_rounds = cyclic_phase_lengths(probabilities, self.cycle)
         generator = participation_generator(context.seed, Stream.CYCLIC_OFFSET)
         uniforms = torch.rand(context.num_clients, generator=generator, dtype=torch.float64)
         first_on = torch.floor(uniforms * off_rounds).to(torch.int64)     # U{0, ..., off_n - 1}
-        return {"on_rounds": on_rounds, "period": on_rounds + off_rounds, "first_on": first_on}
+        return CyclicState(probabilities=probabilities, on_rounds=on_rounds, period=on_rounds + off_rounds,
+                           first_on=first_on)
 
-    def active(self, state: dict[str, Any], round_index: int,
-               context: ParticipationContext) -> tuple[torch.Tensor, dict[str, Any]]:
-        return cyclic_active(round_index, state["first_on"], state["on_rounds"], state["period"]), state
+    def active(self, state: CyclicState, round_index: int,
+               context: ParticipationContext) -> tuple[torch.Tensor, CyclicState]:
+        return cyclic_active(round_index, state.first_on, state.on_rounds, state.period), state
 
-    def matrix(self, state: dict[str, Any], start_round: int, num_rounds: int,
-               context: ParticipationContext) -> tuple[torch.Tensor, dict[str, Any]]:
+    def matrix(self, state: CyclicState, start_round: int, num_rounds: int,
+               context: ParticipationContext) -> tuple[torch.Tensor, CyclicState]:
         rounds = torch.arange(start_round, start_round + num_rounds)[:, None]
-        return cyclic_active(rounds, state["first_on"], state["on_rounds"], state["period"]), state
+        return cyclic_active(rounds, state.first_on, state.on_rounds, state.period), state
 
 
 class HeterogeneousParticipation:
@@ -226,7 +259,7 @@ class HeterogeneousParticipation:
         else:
             self._pattern = _BernoulliPattern()
 
-    def init(self, context: ParticipationContext) -> dict[str, Any]:
+    def init(self, context: ParticipationContext) -> HeterogeneousState:
         label_counts = context.client_label_counts
         if label_counts.dim() != 2 or label_counts.shape[0] != context.num_clients:
             raise ValueError(f"client_label_counts has shape {tuple(label_counts.shape)}; expected "
@@ -235,22 +268,22 @@ class HeterogeneousParticipation:
         probabilities = fedau_participation_probabilities(
             label_counts, alpha=self.options.alpha, mean=self.options.mean, floor=self.options.floor,
             generator=generator)
-        return {"probabilities": probabilities, **self._pattern.init(probabilities, context)}
+        return self._pattern.init(probabilities, context)
 
-    def sample(self, state: dict[str, Any], round_index: int,
-               context: ParticipationContext) -> tuple[torch.Tensor, dict[str, Any]]:
+    def sample(self, state: HeterogeneousState, round_index: int,
+               context: ParticipationContext) -> tuple[torch.Tensor, HeterogeneousState]:
         mask, new_state = self._pattern.active(state, round_index, context)
         return ids_from_mask(mask), new_state
 
-    def participation_matrix(self, state: dict[str, Any], start_round: int, num_rounds: int,
-                             context: ParticipationContext) -> tuple[torch.Tensor, dict[str, Any]]:
+    def participation_matrix(self, state: HeterogeneousState, start_round: int, num_rounds: int,
+                             context: ParticipationContext) -> tuple[torch.Tensor, HeterogeneousState]:
         """Rounds ``start_round ..`` as a ``[num_rounds, N]`` bool matrix and the state after them:
         the same draws as that many :meth:`sample` calls (used by ``simulate_participation``)."""
         return self._pattern.matrix(state, start_round, num_rounds, context)
 
-    def probabilities(self, state: dict[str, Any]) -> torch.Tensor:
+    def probabilities(self, state: HeterogeneousState) -> torch.Tensor:
         """``p_n`` (for ``cyclic`` the realised rate is ``A_n / L_n``, see the module docstring)."""
-        return state["probabilities"].to(torch.float32)
+        return state.probabilities.to(torch.float32)
 
 
 @PARTICIPATION.register("heterogeneous", HeterogeneousOptions)

@@ -1,15 +1,15 @@
 """Run a participation process on its own, for plots, statistics and tests."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
-from fedhet.participation.base import ParticipationContext, ParticipationProcess
+from fedhet.participation.base import ParticipationContext, ParticipationProcess, ParticipationState
 
 
 def simulate_participation(process: ParticipationProcess, context: ParticipationContext, num_rounds: int,
-                           *, state: Optional[dict[str, Any]] = None,
+                           *, state: Optional[ParticipationState] = None,
                            start_round: int = 0) -> torch.Tensor:
     """The ``[num_rounds, N]`` bool matrix of who participates in rounds ``start_round, ...``.
 

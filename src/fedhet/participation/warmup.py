@@ -27,24 +27,33 @@ The fedhet rule, shared by every participation process (options ``explore`` and 
   (a one-round sweep), ``round(sum_n p_n)`` (the expected number per round) for ``heterogeneous``.
 - round ``t >= w`` is the process's own round ``t - w``: the process's pattern is the one it has
   without warm-up, delayed by ``w`` rounds (the sweep draws from its own random stream).
+
+The wrapper's state is a :class:`WarmupState` holding the wrapped process's own state unchanged
+(``inner``), so the wrapped process never sees the warm-up.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Optional
+from typing import NamedTuple, Optional
 
 import torch
 
 from fedhet.core.options import option
-from fedhet.participation.base import (ParticipationContext, ParticipationProcess, Stream,
-                                       participation_generator)
+from fedhet.participation.base import (ParticipationContext, ParticipationProcess, ParticipationState,
+                                       Stream, participation_generator)
 
-# Keys the warm-up adds to the wrapped process's state (kept flat so the state stays a plain
-# dict of tensors and numbers).
-_ROUNDS_KEY = "warmup_rounds"
-_SWEEP_SIZE_KEY = "warmup_sweep_size"
-_WARMUP_KEYS = (_ROUNDS_KEY, _SWEEP_SIZE_KEY)
+
+class WarmupState(NamedTuple):
+    """State of :class:`WarmedUpProcess`: the wrapped process's state and the warm-up's shape.
+
+    ``rounds`` is ``w``, the number of warm-up rounds; ``sweep_size`` the clients per sweep round
+    (``N`` with ``startup_round``).
+    """
+
+    inner: ParticipationState   # the wrapped process's own typed state, unchanged
+    rounds: int
+    sweep_size: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,41 +90,32 @@ class WarmedUpProcess:
         self.explore = options.explore
         self.startup_round = options.startup_round
 
-    def init(self, context: ParticipationContext) -> dict[str, Any]:
-        state = dict(self.process.init(context))
-        clashing = [key for key in _WARMUP_KEYS if key in state]
-        if clashing:
-            raise RuntimeError(f"participation state keys {clashing} are reserved for the warm-up rounds")
+    def init(self, context: ParticipationContext) -> WarmupState:
+        inner = self.process.init(context)
         num_clients = context.num_clients
         if self.startup_round:
             size, rounds = num_clients, 1
         else:
-            size = sweep_size(self.process.probabilities(state), num_clients)
+            size = sweep_size(self.process.probabilities(inner), num_clients)
             rounds = math.ceil(num_clients / size)
-        state[_ROUNDS_KEY] = rounds
-        state[_SWEEP_SIZE_KEY] = size
-        return state
+        return WarmupState(inner=inner, rounds=rounds, sweep_size=size)
 
-    def sample(self, state: dict[str, Any], round_index: int,
-               context: ParticipationContext) -> tuple[torch.Tensor, dict[str, Any]]:
-        warmup_rounds = int(state[_ROUNDS_KEY])
+    def sample(self, state: WarmupState, round_index: int,
+               context: ParticipationContext) -> tuple[torch.Tensor, WarmupState]:
+        warmup_rounds = int(state.rounds)
         if round_index < warmup_rounds:
             return self._sweep_round(state, round_index, context), state
-        process_state = {key: value for key, value in state.items() if key not in _WARMUP_KEYS}
-        client_ids, process_state = self.process.sample(process_state, round_index - warmup_rounds, context)
-        new_state = dict(process_state)
-        new_state[_ROUNDS_KEY] = state[_ROUNDS_KEY]
-        new_state[_SWEEP_SIZE_KEY] = state[_SWEEP_SIZE_KEY]
-        return client_ids, new_state
+        client_ids, inner = self.process.sample(state.inner, round_index - warmup_rounds, context)
+        return client_ids, state._replace(inner=inner)
 
-    def probabilities(self, state: dict[str, Any]) -> Optional[torch.Tensor]:
+    def probabilities(self, state: WarmupState) -> Optional[torch.Tensor]:
         """The process's own p_n (the warm-up rounds are transient and not counted)."""
-        return self.process.probabilities(state)
+        return self.process.probabilities(state.inner)
 
-    def _sweep_round(self, state: dict[str, Any], round_index: int,
+    def _sweep_round(self, state: WarmupState, round_index: int,
                      context: ParticipationContext) -> torch.Tensor:
         num_clients = context.num_clients
-        size = int(state[_SWEEP_SIZE_KEY])
+        size = int(state.sweep_size)
         if size >= num_clients:
             return torch.arange(num_clients, dtype=torch.int64)
         # Regenerated each sweep round from a seed-keyed stream rather than stored in the state: a
