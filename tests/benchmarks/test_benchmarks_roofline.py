@@ -1,23 +1,12 @@
 """The roofline's FLOP counter (benchmarks/roofline.py) against hand computations. Nothing is timed."""
-import importlib.util
-import sys
-from pathlib import Path
-
 import torch
 from torch import nn
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from benchmark_loader import load_benchmark
 
 
 def load_roofline():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location("roofline_under_test", BENCHMARKS / "roofline.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return load_benchmark("roofline")
 
 
 def test_linear_forward_flops_are_two_in_out_per_example():

@@ -1,27 +1,18 @@
 """benchmarks/scaling.py's counting (not its timings): bytes per round against a hand computation, the
 stores it finds against the methods' own declarations, the FLOP count of a linear model against its
 closed form, the sweep it reads from a preset's header. Nothing is timed."""
-import importlib.util
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from benchmark_loader import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def scaling():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location("scaling_under_test", BENCHMARKS / "scaling.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return load_benchmark("scaling")
 
 
 def test_round_bytes_by_hand(scaling):
