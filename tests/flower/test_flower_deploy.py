@@ -22,7 +22,7 @@ from fedhet.flower import build  # noqa: E402
 from fedhet.flower.deploy import start_loopback  # noqa: E402
 from fedhet.flower.settings import AppSettings, write_app  # noqa: E402
 
-from flower_cases import ROOT, simulate_with_arrivals, small_config  # noqa: E402
+from flower_cases import METHODS, ROOT, fedhet_run_params, simulate_with_arrivals, small_config  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -95,3 +95,21 @@ def test_killed_supernode_mid_run_the_run_completes(tmp_path):
     assert not bool(participation[first["round"] - 1:, lost].any())     # its clients never trained again
     params, _ = simulate_with_arrivals(config, participation)
     assert torch.equal(params, torch.load(result_dir / "params.pt", weights_only=True))
+
+
+def test_fedavg_fedau_and_fedspeed_on_one_real_federation_equal_fedhet_run(tmp_path):
+    """The three methods the tests above do not deploy (FedAWARE: the loopback script; SCAFFOLD: the
+    killed-node test), each submitted with ``flwr run`` in turn to ONE SuperLink with two SuperNodes:
+    every final model equals ``fedhet run``'s bit for bit (float64). FedAU runs under Bernoulli
+    participation, so its interval statistics see real absences."""
+    nodes = ["partition-id=0 num-partitions=2", "partition-id=1 num-partitions=2"]
+    with start_loopback(tmp_path / "flower", nodes, env=_env()) as federation:
+        for method in ("fedavg", "fedau", "fedspeed"):
+            config = small_config(METHODS[method], rounds=2)
+            result_dir = tmp_path / f"result-{method}"
+            settings = AppSettings(config_text=build.config_text(config), min_nodes=2, round_timeout=60.0,
+                                   result_dir=str(result_dir))
+            federation.run_app(write_app(tmp_path / f"app-{method}", settings), timeout=240)
+            deployed = torch.load(result_dir / "params.pt", weights_only=True)
+            assert not json.loads((result_dir / "summary.json").read_text())["failures"], method
+            assert torch.equal(deployed, fedhet_run_params(config, tmp_path / f"run-{method}")), method
