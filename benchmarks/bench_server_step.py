@@ -180,10 +180,10 @@ def measure(dtype: str, kind: str, num_clients: int, dim: int, per_round: list[i
                 del work
         # Bitwise check on one state: the Gram update of K fresh ids and the weighted sum of this
         # state's weights, computed the old way and the new way.
-        aggregator = state["aggregator"]
+        aggregator = state.aggregator
         ids = torch.randperm(num_clients, generator=generator)[:k].sort().values
         accumulate = fedaware._accumulate_dtype(store)
-        gram = aggregator["gram"]
+        gram = aggregator.gram
         grams = []
         for legacy in (True, False):
             parts.install(legacy)
