@@ -42,6 +42,7 @@ All state tensors have the model's dtype and device; the step count is an ``int`
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import NamedTuple
 
@@ -142,7 +143,7 @@ def _bias_corrections(beta1: float, beta2: float, step: int, enabled: bool) -> t
     return 1.0 - beta1 ** step, 1.0 - beta2 ** step
 
 
-class AdaptiveOptimizer:
+class AdaptiveOptimizer(abc.ABC):
     """Reddi et al.'s adaptive server step (module docstring); subclasses give the second-moment rule.
 
     State: ``step`` (int), ``first_moment`` m, ``second_moment`` v (``v_0 = tau^2``).
@@ -161,9 +162,9 @@ class AdaptiveOptimizer:
         return cls(learning_rate=options.learning_rate, beta1=options.beta1, beta2=options.beta2, tau=options.tau,
                    bias_correction=options.bias_correction)
 
+    @abc.abstractmethod
     def second_moment(self, second: torch.Tensor, grad_sq: torch.Tensor) -> torch.Tensor:
         """The new ``v`` from the old ``v`` and ``G^2``."""
-        raise NotImplementedError
 
     def init(self, params: torch.Tensor) -> AdaptiveState:
         return AdaptiveState(step=0, first_moment=torch.zeros_like(params),
@@ -206,7 +207,7 @@ class YogiOptimizer(AdaptiveOptimizer):
         return second - (1 - self.beta2) * grad_sq * torch.sign(second - grad_sq)
 
 
-class AMSOptimizer:
+class AMSOptimizer(abc.ABC):
     """FedAMS / FedAMSGrad server step (Wang, Lin, Chen 2022; module docstring); subclasses place ``eps``.
 
     State: ``step`` (int), ``first_moment`` m, ``second_moment`` v, ``max_second_moment`` vhat.
@@ -222,9 +223,9 @@ class AMSOptimizer:
         return cls(learning_rate=options.learning_rate, beta1=options.beta1, beta2=options.beta2, eps=options.eps,
                    bias_correction=options.bias_correction)
 
+    @abc.abstractmethod
     def initial_max(self) -> float:
         """``vhat_0``."""
-        raise NotImplementedError
 
     def bound(self, max_second: torch.Tensor) -> torch.Tensor:
         """``vhat`` after ``max(vhat, v)``."""
