@@ -83,3 +83,18 @@ def test_the_runner_builds_both_halves_with_build(monkeypatch, tmp_path):
                              "run": {"rounds": 1, "progress": False, "backend": "sequential"}})
     runner.run_experiment(config, tmp_path / "run")
     assert calls == ["scaffold"]
+
+
+def test_a_simulator_refuses_a_solver_whose_server_stage_the_server_lacks():
+    """SCAFFOLD's clients read ``c`` from the server; a server method built without the solver's stage
+    (the registries one by one instead of build) is refused when the simulator is made, not with a
+    missing broadcast key at the first client."""
+    from fedhet.core.registry import SERVERS
+    from fedhet.problems.least_squares import make_least_squares
+
+    problem = make_least_squares(num_clients=3, dim=4, examples_per_client=6, seed=0)
+    solver = CLIENT_SOLVERS.get("scaffold").factory(CLIENT_SOLVERS.get("scaffold").options_cls())
+    with pytest.raises(ValueError, match="ScaffoldSolver's clients read server-side state .*fedhet.algorithms.build"):
+        problem.simulator(solver=solver, server=SERVERS.get("fedavg").factory(ServerOptions()))
+    paired = server_for(solver, "fedavg", ServerOptions())
+    assert problem.simulator(solver=solver, server=paired).run(1).shape == (problem.task.spec.dim,)

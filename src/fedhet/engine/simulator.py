@@ -53,6 +53,12 @@ class Simulator:
         self.task = task
         self.process = participation
         self.solver = solver
+        needed = solver.server_stage()
+        if needed is not None and type(getattr(server, "stage", None)) is not type(needed):
+            # Otherwise the first client would fail on a missing broadcast key (e.g. SCAFFOLD's c).
+            raise ValueError(f"{type(solver).__name__}'s clients read server-side state ({type(needed).__name__}) "
+                             "that this server method does not hold; build both halves with "
+                             "fedhet.algorithms.build (docs/design.md, \"Server-side state\")")
         self.server = server
         self.seed = seed
         self.backend = backend or SequentialBackend()
