@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional, Sequence, TextIO
+from typing import Any, Callable, Optional, Sequence, TextIO
 
 from fedhet.core.options import ConfigError
 
@@ -30,8 +30,7 @@ def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str
     (:mod:`fedhet.experiments.sweep_options`); None leaves the table's value."""
     from fedhet.core.options import options_to_dict
     from fedhet.experiments.grid import SweepError, load_variants, parse_grid, parse_seeds, select_variants
-    from fedhet.experiments.plan import plan_sweep, run_state
-    from fedhet.experiments.sweep import run_sweep
+    from fedhet.experiments.plan import plan_sweep
     from fedhet.experiments.sweep_options import sweep_options
 
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
@@ -58,19 +57,10 @@ def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str
         return EXIT_INPUT_ERROR
     count = len(plan.runs)
     _print(f"fedhet sweep: {count} runs in {plan.out_dir}", stderr)
-    if dry_run:
-        for run in plan.runs:
-            state, conflict = run_state(run)
-            _print(f"{state:<8} {run.name}" + (f"  (conflict: {conflict})" if conflict else ""), stdout)
-        return EXIT_OK
-    try:
-        result = run_sweep(plan, jobs=jobs, overwrite=overwrite, stream=stderr, options=options)
-    except SweepError as error:
-        _print(f"fedhet sweep: {error}", stderr)
-        return EXIT_INPUT_ERROR
-    except KeyboardInterrupt:
-        _print("fedhet sweep: interrupted; run the same command again to resume", stderr)
-        return EXIT_INTERRUPTED
+    result = run_plan(plan, command="fedhet sweep", dry_run=dry_run, jobs=jobs, overwrite=overwrite,
+                      stdout=stdout, stderr=stderr, options=options)
+    if isinstance(result, int):
+        return result
     ran, failed = len(result.ran), result.failed
     skipped_count = count - ran - len(failed)
     _print(f"fedhet sweep: {ran} ran, {skipped_count} already finished, {len(failed)} failed; "
@@ -79,6 +69,31 @@ def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str
         _print(f"failed: {outcome.run.name}: {outcome.error}", stderr)
     _print(f"report:  fedhet report {plan.out_dir} --out {Path(plan.out_dir) / 'report'}", stderr)
     return EXIT_FAILED_RUNS if failed else EXIT_OK
+
+
+def run_plan(plan: Any, *, command: str, dry_run: bool, jobs: Optional[int], overwrite: bool, stdout: TextIO,
+             stderr: TextIO, options: Any = None, label: Callable[[Any], Any] = lambda run: run.name) -> Any:
+    """The part ``fedhet sweep`` and ``fedhet claims run`` share once a plan is made: with ``dry_run``
+    each run's state (``label(run)`` names it) and :data:`EXIT_OK`; otherwise the sweep's
+    ``SweepResult``, or an exit code after a one-line ``command: ...`` message when it stopped
+    (a sweep error, or Ctrl-C: run the same command again to resume)."""
+    from fedhet.experiments.grid import SweepError
+    from fedhet.experiments.plan import run_state
+    from fedhet.experiments.sweep import run_sweep
+
+    if dry_run:
+        for run in plan.runs:
+            state, conflict = run_state(run)
+            _print(f"{state:<8} {label(run)}" + (f"  (conflict: {conflict})" if conflict else ""), stdout)
+        return EXIT_OK
+    try:
+        return run_sweep(plan, jobs=jobs, overwrite=overwrite, stream=stderr, options=options)
+    except SweepError as error:
+        _print(f"{command}: {error}", stderr)
+        return EXIT_INPUT_ERROR
+    except KeyboardInterrupt:
+        _print(f"{command}: interrupted; run the same command again to resume", stderr)
+        return EXIT_INTERRUPTED
 
 
 def parse_targets(text: Optional[str]) -> Optional[tuple[float, ...]]:

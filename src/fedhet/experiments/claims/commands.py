@@ -12,7 +12,7 @@ from typing import Optional, TextIO
 
 from fedhet.core.options import ConfigError
 from fedhet.errors import FedhetError
-from fedhet.experiments.commands import EXIT_FAILED_RUNS, EXIT_INPUT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+from fedhet.experiments.commands import EXIT_FAILED_RUNS, EXIT_INPUT_ERROR, EXIT_OK, run_plan
 
 DEFAULT_CLAIMS_DIR = "configs/claims"
 
@@ -62,9 +62,6 @@ def run_command(*, claims_dir: str = DEFAULT_CLAIMS_DIR, only: Optional[str] = N
     """Run every run the selected claims need (skipping finished ones), then write and print the report."""
     from fedhet.experiments.claims.definitions import load_suite
     from fedhet.experiments.claims.planning import plan_claims
-    from fedhet.experiments.grid import SweepError
-    from fedhet.experiments.plan import run_state
-    from fedhet.experiments.sweep import run_sweep
 
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     out_dir = out or default_out(full)
@@ -78,19 +75,10 @@ def run_command(*, claims_dir: str = DEFAULT_CLAIMS_DIR, only: Optional[str] = N
         return EXIT_INPUT_ERROR
     _print(f"fedhet claims: {len(claims)} claims, {len(plan.runs)} runs in {out_dir}"
            f"{' (--full: paper length)' if full else ''}", stderr)
-    if dry_run:
-        for run in plan.runs:
-            state, conflict = run_state(run)
-            _print(f"{state:<8} {run.run_dir}" + (f"  (conflict: {conflict})" if conflict else ""), stdout)
-        return EXIT_OK
-    try:
-        result = run_sweep(plan, jobs=jobs, overwrite=overwrite, stream=stderr)
-    except SweepError as error:
-        _print(f"fedhet claims: {error}", stderr)
-        return EXIT_INPUT_ERROR
-    except KeyboardInterrupt:
-        _print("fedhet claims: interrupted; run the same command again to resume", stderr)
-        return EXIT_INTERRUPTED
+    result = run_plan(plan, command="fedhet claims", dry_run=dry_run, jobs=jobs, overwrite=overwrite,
+                      stdout=stdout, stderr=stderr, label=lambda run: run.run_dir)
+    if isinstance(result, int):
+        return result
     failed = result.failed
     _print(f"fedhet claims: {len(result.ran)} ran, {len(plan.runs) - len(result.ran) - len(failed)} already "
            f"finished, {len(failed)} failed, {time.monotonic() - started:.0f} s", stderr)
