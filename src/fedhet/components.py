@@ -1,7 +1,9 @@
 """Imports every component module so that its registry decorators run.
 
-Adding a component = one module plus one line here. A named algorithm (``algorithm = "..."``) is a
-module of :mod:`fedhet.algorithms` that registers its pair and any server half that belongs to it.
+Adding a component = one module plus one line here. An algorithm is one module of
+:mod:`fedhet.algorithms` (one paper, one module: its options, client solver, server half and
+registrations; docs/design.md "Adding an algorithm"). The order of these lines is the order of the
+rows of the rule tables in docs/algorithms.md (docs/gen_algorithm_rules.py).
 """
 # isort: off
 import fedhet.data.datasets  # noqa: F401  (data.name)
@@ -15,25 +17,18 @@ import fedhet.participation.bernoulli  # noqa: F401
 import fedhet.participation.full  # noqa: F401
 import fedhet.participation.heterogeneous  # noqa: F401
 import fedhet.participation.trace  # noqa: F401
-import fedhet.client.sgd  # noqa: F401  (client.name)
-import fedhet.server.fedavg  # noqa: F401  (server.name)
-import fedhet.client.fedprox  # noqa: F401  (client.name)
-import fedhet.client.scaffold  # noqa: F401  (client.name)
-import fedhet.client.feddyn  # noqa: F401  (client.name)
-import fedhet.client.fedcm  # noqa: F401  (client.name)
-import fedhet.client.fedadmm  # noqa: F401  (client.name)
-import fedhet.client.fedsam  # noqa: F401  (client.name)
-import fedhet.client.fedspeed  # noqa: F401  (client.name)
+import fedhet.algorithms.fedavg  # noqa: F401  (client.name = "sgd", server.name, algorithm)
+import fedhet.algorithms.fedprox  # noqa: F401  (client.name)
+import fedhet.algorithms.scaffold  # noqa: F401  (client.name, server.name, algorithm)
+import fedhet.algorithms.feddyn  # noqa: F401  (client.name, server.name, algorithm)
+import fedhet.algorithms.fedcm  # noqa: F401  (client.name)
+import fedhet.algorithms.fedadmm  # noqa: F401  (client.name, server.name, algorithm)
+import fedhet.algorithms.fedsam  # noqa: F401  (client.name)
+import fedhet.algorithms.fedspeed  # noqa: F401  (client.name, server.name, algorithm)
 import fedhet.server.adaptive  # noqa: F401  (server.name: fedavgm, fedadagrad, fedadam, fedyogi, fedams, fedamsgrad)
-import fedhet.server.fednova  # noqa: F401  (server.name)
+import fedhet.algorithms.fednova  # noqa: F401  (server.name, algorithm)
 import fedhet.server.memory  # noqa: F401  (server.name: fedvarp, mifa)
 import fedhet.server.participation_weighted  # noqa: F401  (server.name: fedau, average_participating, average_all, known_participation)
 import fedhet.server.fedaware  # noqa: F401  (FedAWARE direction; server.name in algorithms.fedaware)
 import fedhet.server.fedmgda  # noqa: F401  (server.name)
-import fedhet.algorithms.fedavg  # noqa: F401  (algorithm)
-import fedhet.algorithms.scaffold  # noqa: F401  (server.name, algorithm)
-import fedhet.algorithms.feddyn  # noqa: F401  (server.name, algorithm)
-import fedhet.algorithms.fedadmm  # noqa: F401  (server.name, algorithm)
-import fedhet.algorithms.fedspeed  # noqa: F401  (server.name, algorithm)
-import fedhet.algorithms.fednova  # noqa: F401  (algorithm)
 import fedhet.algorithms.fedaware  # noqa: F401  (server.name, algorithm)

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, make_work
+from fedhet.algorithms.fedprox import FedProxSolver
 from fedhet.backends.processes import ProcessPoolBackend, fork_available
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.backends.vectorized import VectorizedBackend
 from fedhet.client.base import LocalSolver
-from fedhet.client.fedprox import FedProxSolver
 from fedhet.core.registry import CLIENT_SOLVERS
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -11,7 +11,7 @@ import torch
 
 pytest.importorskip("flwr")
 
-from fedhet.client.scaffold import CONTROL_VARIATE  # noqa: E402
+from fedhet.algorithms.scaffold import CONTROL_VARIATE  # noqa: E402
 from fedhet.flower import build  # noqa: E402
 from fedhet.flower.client_app import app as client_app  # noqa: E402
 from fedhet.flower.local_grid import LocalGrid, run_local  # noqa: E402

@@ -168,7 +168,7 @@ def test_feddyn_refuses_aware_when_registered():
     if "feddyn" not in SERVERS:
         pytest.skip("feddyn is not registered")
     from fedhet.algorithms import build_parts
-    from fedhet.client.feddyn import FedDynOptions
+    from fedhet.algorithms.feddyn import FedDynOptions
     with pytest.raises(ConfigError, match="server.aware"):
         build_parts("feddyn", FedDynOptions(), "feddyn", ServerOptions(aware=True))
 

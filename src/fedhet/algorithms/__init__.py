@@ -12,8 +12,10 @@ what every engine calls (the runner, and any other backend or bridge that runs a
   ``x^0``) is the solver's :meth:`~fedhet.client.base.LocalSolver.server_stage`, handed here to
   the server method, which owns it and publishes it as the round's broadcast.
 
-Each named algorithm (``algorithm = "scaffold"``) has a module here registering its pair and any
-server half that belongs to it (:mod:`fedhet.algorithms.scaffold`, ...).
+One paper, one module: each algorithm has a module here holding its options, client solver, server
+half and registrations, read top to bottom (:mod:`fedhet.algorithms.scaffold`, ...); its docstring
+states the update rule and holds its rows of the rule tables of docs/algorithms.md. Building blocks
+that several papers share stay in :mod:`fedhet.client` and :mod:`fedhet.server`.
 """
 from __future__ import annotations
 

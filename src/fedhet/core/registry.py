@@ -1,6 +1,6 @@
 """Registries from names to component factories and their option dataclasses.
 
-A component is registered next to its definition, as local SGD is in ``fedhet/client/sgd.py``::
+A component is registered next to its definition, as local SGD is in ``fedhet/algorithms/fedavg.py``::
 
     @CLIENT_SOLVERS.register("sgd", ClientOptions)
     def make_sgd(options: ClientOptions) -> LocalSolver: ...

@@ -3,11 +3,11 @@ import torch
 
 import fedhet.components  # noqa: F401
 from fedhet.algorithms import server_for
-from fedhet.client.feddyn import LOCAL_GRADIENT, FedDynOptions
+from fedhet.algorithms.feddyn import LOCAL_GRADIENT, FedDynOptions
 from fedhet.core.options import ConfigError
+from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
-from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.server.base import ServerOptions
 
 

@@ -1,7 +1,7 @@
-"""FedCM: federated learning with client-level momentum (Xu, Wang, Wang, Yang, Yu, Zhang, 2021,
-arXiv:2106.10874, Algorithm 1).
+"""FedCM (Xu, Wang, Wang, Yang, Yu, Zhang, arXiv 2021)
 
-Every client steps along a mix of its own gradient and the server's previous average update::
+Federated learning with client-level momentum, arXiv:2106.10874, Algorithm 1. Every client steps
+along a mix of its own gradient and the server's previous average update::
 
     direction = alpha grad f_i(w) + (1 - alpha) Delta
     upload delta_i = w_K - x                                   (any server; FedAvg's in the paper)
@@ -15,6 +15,10 @@ participants (zero before the first round). The paper writes ``-(mean_S delta)/(
 are equal and stays a per-step quantity under system heterogeneity. Each client computes its
 ``delta_i / (K_i eta_l)`` itself (it knows its ``K_i`` and this round's ``eta_l``) and uploads it as
 the cohort extra ``update_per_step``.
+
+Rule table local:
+    | FedCM (Xu 2021) | direction `alpha grad f_i(w) + (1 - alpha) Delta`, where `Delta` is the server's
+        previous average update per local step, `-(mean_S delta)/(K eta_l)` (zero in round 0) | as SGD; alpha = 0.1 |
 """
 from __future__ import annotations
 
@@ -45,24 +49,6 @@ class ServerMomentumState(NamedTuple):
     momentum: torch.Tensor
 
 
-class ServerMomentumPerStep:
-    """FedCM's ``Delta`` (a :class:`~fedhet.server.base.ServerStage`): zero at first,
-    ``Delta <- -mean_S delta_i / (K_i eta_l)`` after each round with participants; broadcast as
-    ``momentum``."""
-
-    def init(self, params: torch.Tensor, context: Any) -> ServerMomentumState:
-        return ServerMomentumState(torch.zeros_like(params))
-
-    def update(self, state: ServerMomentumState, cohort: Cohort, context: Any,
-               params: torch.Tensor) -> ServerMomentumState:
-        if len(cohort) == 0:
-            return state
-        return ServerMomentumState(-cohort.extras[UPDATE_PER_STEP].mean(dim=0).to(params.dtype))
-
-    def broadcast(self, state: ServerMomentumState) -> dict[str, torch.Tensor]:
-        return {"momentum": state.momentum}
-
-
 class FedCMSolver(LocalSolver):
     """FedCM's client: ``direction = alpha grad f_i(w) + (1 - alpha) Delta``; see the module docstring."""
 
@@ -90,6 +76,24 @@ class FedCMSolver(LocalSolver):
     def finish(self, x, w, local, client_state, num_steps, learning_rate):
         delta = w - x
         return delta, client_state, {UPDATE_PER_STEP: delta / (per_client(num_steps, w) * learning_rate)}
+
+
+class ServerMomentumPerStep:
+    """FedCM's ``Delta`` (a :class:`~fedhet.server.base.ServerStage`): zero at first,
+    ``Delta <- -mean_S delta_i / (K_i eta_l)`` after each round with participants; broadcast as
+    ``momentum``."""
+
+    def init(self, params: torch.Tensor, context: Any) -> ServerMomentumState:
+        return ServerMomentumState(torch.zeros_like(params))
+
+    def update(self, state: ServerMomentumState, cohort: Cohort, context: Any,
+               params: torch.Tensor) -> ServerMomentumState:
+        if len(cohort) == 0:
+            return state
+        return ServerMomentumState(-cohort.extras[UPDATE_PER_STEP].mean(dim=0).to(params.dtype))
+
+    def broadcast(self, state: ServerMomentumState) -> dict[str, torch.Tensor]:
+        return {"momentum": state.momentum}
 
 
 @CLIENT_SOLVERS.register("fedcm", FedCMOptions)

@@ -3,14 +3,14 @@ import torch
 
 import fedhet.components  # noqa: F401
 from fedhet.algorithms import server_for
+from fedhet.algorithms.feddyn import FedDynOptions
+from fedhet.algorithms.fedprox import FedProxOptions
+from fedhet.algorithms.fedspeed import PROX_CORRECTION, FedSpeedOptions
 from fedhet.client.base import ClientOptions
-from fedhet.client.feddyn import FedDynOptions
-from fedhet.client.fedprox import FedProxOptions
-from fedhet.client.fedspeed import PROX_CORRECTION, FedSpeedOptions
 from fedhet.core.options import ConfigError
+from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
-from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.server.base import ServerOptions
 
 

@@ -1,19 +1,27 @@
-"""FedProx's local solver (Li, Sahu, Zaheer, Sanjabi, Talwalkar, Smith, MLSys 2020).
+"""FedProx (Li, Sahu, Zaheer, Sanjabi, Talwalkar, Smith, MLSys 2020): a local solver.
 
-Each client approximately minimises ``f_i(w) + (mu/2) ||w - x||^2`` with local SGD, so the step is
-``w <- w - eta_l (grad f_i(w) + mu (w - x))``; the upload is the plain model delta ``w_K - x`` and
-the server is FedAvg's (docs/algorithms.md section 5). FedProx has no server rule of its own, so it is
-selected as ``client.name = "fedprox"`` with any server method.
+Each client approximately minimises the proximal objective of the paper's Eq. (2),
+``h_i(w; x) = f_i(w) + (mu/2) ||w - x||^2``, with local SGD (Algorithm 2), so the step is::
+
+    w <- w - eta_l (grad f_i(w) + mu (w - x))
+    upload delta_i = w_K - x
+
+and the server is FedAvg's (docs/algorithms.md section 5). FedProx has no server rule of its own, so it
+is selected as ``client.name = "fedprox"`` with any server method. Its FedNova step count ``a_i`` is
+the shared :func:`~fedhet.client.proximal.prox_effective_steps`.
+
+Rule table local:
+    | FedProx (Li 2020) | gradient `+ mu (w - x)` (squared prox) | as SGD |
 """
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import torch
 
 from fedhet.client.base import ClientOptions, GradFn, LocalSolver
+from fedhet.client.proximal import prox_effective_steps
 from fedhet.core.options import option
 from fedhet.core.registry import CLIENT_SOLVERS
 
@@ -24,23 +32,6 @@ class FedProxOptions(ClientOptions):
 
     mu: float = option(0.01, ge=0, symbol="mu",
                        help="proximal weight: local objective f_i(w) + (mu/2)||w - x||^2 (0 = plain local SGD)")
-
-
-def prox_effective_steps(num_steps: torch.Tensor, learning_rate: float, weight: float) -> torch.Tensor:
-    """FedNova's ``a_i = sum_{k<K} (1 - eta_l weight)^k`` for a local step with a proximal pull
-    ``weight (w - x)`` (Wang et al. 2020, FedNova, Section 4 "FedProx"), in float64.
-
-    With ``q = 1 - eta_l weight``: ``a = (1 - q^K) / (eta_l weight)``, evaluated as
-    ``-expm1(K log1p(-eta_l weight)) / (eta_l weight)`` for ``0 < eta_l weight < 1`` so that tiny
-    weights do not lose precision; ``a = K`` when the weight is 0.
-    """
-    steps = num_steps.to(torch.float64)
-    shrink = learning_rate * weight
-    if shrink == 0:
-        return steps
-    if shrink < 1:
-        return -torch.expm1(steps * math.log1p(-shrink)) / shrink
-    return (1 - (1 - shrink) ** steps) / shrink
 
 
 class FedProxSolver(LocalSolver):

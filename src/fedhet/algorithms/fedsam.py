@@ -1,7 +1,8 @@
-"""FedSAM: local sharpness-aware minimisation (Qu, Li, Duan, Liu, Tang, Lu, ICML 2022 "Generalized
-federated learning via sharpness aware minimization"; Caldarola, Caputo, Ciccone, ECCV 2022).
+"""FedSAM (Qu, Li, Duan, Liu, Tang, Lu, ICML 2022)
 
-Each local step takes the minibatch gradient at the SAM-perturbed point (Foret et al., ICLR 2021)::
+Local sharpness-aware minimisation ("Generalized federated learning via sharpness aware
+minimization"; also Caldarola, Caputo, Ciccone, ECCV 2022). Each local step takes the minibatch
+gradient at the SAM-perturbed point (Foret et al., ICLR 2021)::
 
     g = grad f_i(w; b)
     g_sam = grad f_i(w + rho g / ||g||; b)            (same minibatch b)
@@ -10,7 +11,10 @@ Each local step takes the minibatch gradient at the SAM-perturbed point (Foret e
 and uploads ``w_K - x`` (any server; FedAvg's in the papers). ``rho = 0`` evaluates the second
 gradient at ``w`` itself, so FedSAM with ``rho = 0`` is exactly local SGD (at twice the cost).
 The reported loss is the minibatch loss at ``w``. ``||g||`` is guarded by 1e-12 so a zero gradient
-gives no perturbation instead of NaN.
+gives no perturbation instead of NaN (the shared :func:`~fedhet.client.sharpness.ascent_point`).
+
+Rule table local:
+    | FedSAM | gradient at `w + rho grad/||grad||` | as SGD |
 """
 from __future__ import annotations
 
@@ -20,16 +24,9 @@ from typing import Any
 import torch
 
 from fedhet.client.base import ClientOptions, GradFn, LocalSolver
+from fedhet.client.sharpness import ascent_point
 from fedhet.core.options import option
 from fedhet.core.registry import CLIENT_SOLVERS
-
-NORM_GUARD = 1e-12
-
-
-def ascent_point(w: torch.Tensor, grad: torch.Tensor, radius: float) -> torch.Tensor:
-    """``w + radius grad / ||grad||`` per row of the last dimension (a new tensor)."""
-    norm = torch.linalg.vector_norm(grad, dim=-1, keepdim=True)
-    return w + grad * (radius / (norm + NORM_GUARD))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """FedNova: equal steps give FedAvg, unequal steps are normalised by the solver's a_i, and the
 normalisation removes the objective inconsistency of FedAvg under unequal local steps."""
+import sys
+from pathlib import Path
+
 import torch
 
 from fedhet.client.base import with_effective_steps
@@ -8,7 +11,9 @@ from fedhet.participation.full import FullOptions, make_full
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import make_least_squares
 
-from server_baseline_support import (assert_resume_is_bitwise, build_server, build_solver, cohort, context,
+# The server tests' shared helpers (tests/server/server_baseline_support.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+from server_baseline_support import (assert_resume_is_bitwise, build_server, build_solver, cohort, context,  # noqa: E402
                                      problem, simulator)
 
 

@@ -1,8 +1,8 @@
 import torch
 
 import fedhet.components  # noqa: F401
+from fedhet.algorithms.fedsam import FedSAMOptions
 from fedhet.client.base import ClientOptions
-from fedhet.client.fedsam import FedSAMOptions
 from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import full_batch_options, make_least_squares

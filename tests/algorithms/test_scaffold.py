@@ -2,11 +2,11 @@ import torch
 
 import fedhet.components  # noqa: F401
 from fedhet.algorithms import server_for
+from fedhet.algorithms.scaffold import CONTROL_VARIATE, CONTROL_VARIATE_CHANGE
 from fedhet.client.base import ClientOptions
-from fedhet.client.scaffold import CONTROL_VARIATE, CONTROL_VARIATE_CHANGE
+from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
-from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.server.base import ServerOptions
 
 

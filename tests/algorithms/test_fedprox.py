@@ -2,8 +2,9 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401
+from fedhet.algorithms.fedprox import FedProxOptions
 from fedhet.client.base import ClientOptions
-from fedhet.client.fedprox import FedProxOptions, prox_effective_steps
+from fedhet.client.proximal import prox_effective_steps
 from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
