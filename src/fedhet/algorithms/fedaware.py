@@ -1,5 +1,11 @@
-"""FedAWARE (Zeng et al., AISTATS 2025) as a server method, and ``algorithm = "fedaware"`` (local SGD,
-``client.name = "sgd"``, with it). The direction machinery is :mod:`fedhet.server.fedaware`."""
+"""FedAWARE (Zeng et al., AISTATS 2025)
+
+FedAWARE as a server method, and ``algorithm = "fedaware"`` (local SGD, ``client.name = "sgd"``, with
+it). The direction machinery is :mod:`fedhet.server.fedaware`; the rule is docs/algorithms.md section 3.
+
+Rule table server:
+    | FedAWARE | see section 3 | |
+"""
 from __future__ import annotations
 
 from fedhet.core.registry import SERVERS, register_algorithm

@@ -41,15 +41,15 @@ Conventions, checked against the paper:
   ``ghat_i`` stays 0 and ``lambda ghat_i`` is taken as 0, so ``xhat_i = w_K``. With also
   ``rho0 = 0`` and ``alpha = 0`` FedSpeed is exactly local SGD with an unweighted server mean.
 
-Paper defaults (Section 5 and Appendix B.3; docs/algorithms.md section 6): ``prox_weight`` 0.1
+Paper defaults (the paper's Section 5 and Appendix B.3): ``prox_weight`` 0.1
 (lambda = 10), ``rho0`` 0.1 (= eta_l), ``alpha`` 0.9375; with eta_l 0.1, learning-rate decay
 0.9995, batch 50, 5 local epochs and weight decay 1e-3, which are ``[client]`` options shared by
 every solver (set them in the experiment file).
 
 Variants (``client.variant``):
 
-- ``"released-code"`` (default): the server rule of the authors' released code as docs/algorithms.md section 5
-  describes it: the dual is kept as the running sum of each client's deltas and averaged over all
+- ``"released-code"`` (default): the server rule of the authors' released code as docs/algorithms.md
+  section 6 describes it: the dual is kept as the running sum of each client's deltas and averaged over all
   ``N`` clients, i.e. FedDyn's server rule with ``alpha = 1/lambda``. Clients upload ``w_K - x`` and
   the server keeps ``h = (1/N) sum_{all i} ghat_i`` (stale rows for absent clients)::
 

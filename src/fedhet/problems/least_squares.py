@@ -15,7 +15,7 @@ Heterogeneity comes in two kinds, both needed to make local-update methods drift
 Two global optima are computed by a direct float64 solve (``torch.linalg.lstsq``):
 
 - :attr:`LeastSquaresProblem.optimum` minimises the data-size-weighted loss
-  ``sum_i (n_i / n) f_i`` (FedAvg's objective; docs/algorithms.md section 1);
+  ``sum_i (n_i / n) f_i`` (FedAvg's objective, whose weights are section 2's ``p_i``; docs/algorithms.md section 2);
 - :attr:`LeastSquaresProblem.uniform_optimum` minimises ``(1/N) sum_i f_i``, the fixed point of the
   methods whose server averages clients without data-size weights (SCAFFOLD, FedDyn, FedADMM,
   FedSpeed). With equal client sizes (the default) the two coincide.

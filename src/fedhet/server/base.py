@@ -138,7 +138,7 @@ class ServerOptions:
 
 
 def data_size_weights(cohort: Cohort) -> torch.Tensor:
-    """``p_i = n_i / sum_{j in S} n_j`` (docs/algorithms.md section 1), on the deltas' device and in their
+    """``p_i = n_i / sum_{j in S} n_j`` (docs/algorithms.md section 2), on the deltas' device and in their
     dtype (the sizes are kept on the CPU; on a GPU run ``p @ deltas`` needs both on the GPU)."""
     sizes = cohort.num_examples.to(device=cohort.deltas.device, dtype=cohort.deltas.dtype)
     return sizes / sizes.sum()

@@ -31,6 +31,11 @@ A client whose update is exactly zero has no direction; its ``ghat_i`` is taken 
 minimum norm is zero (that client is stationary: no common descent direction) and the step is
 zero (up to the solver's rounding floor). Metrics: ``mgda_weight_entropy``, ``mgda_num_nonzero``, ``solver_iterations``,
 ``solver_gap``.
+
+Rule table server:
+    | FedMGDA+ (Hu 2022) | unit-normalised `g_i` of this round's clients; `lambda = argmin ||sum lambda_i ghat_i||^2`
+        on the simplex intersected with `|lambda_i - p_i| <= eps` (eps=1 gives the plain simplex) |
+        `x <- x - eta_g sum lambda_i ghat_i` |
 """
 from __future__ import annotations
 

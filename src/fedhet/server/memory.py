@@ -25,6 +25,13 @@ instead of ``O(N d)``. The running sum is accumulated in float64 from the rows *
 back after writing, so a bfloat16/float16 table and its sum agree): each round adds an error of
 order ``1e-16`` relative, so drift stays far below float32 resolution over any realistic run and no
 periodic recomputation is needed (the tests check it against the exact sum of the table).
+
+Rule table server:
+    | FedVarp (Jhunjhunwala 2022) | server keeps `y_n` (init 0) for every client;
+        `G = (1/|S|) sum_S (g_n - y_n) + (1/N) sum_all y_n` (the sum over all uses the memories from before this round),
+        then `y_n <- g_n` for n in S | `x <- x - eta_g G` |
+    | MIFA (Gu 2021) | server keeps the latest `g_n` of every client (0 if never seen); `G = (1/N) sum_all y_n`,
+        applied even if nobody participated | `x <- x - eta_g G` |
 """
 from __future__ import annotations
 

@@ -16,6 +16,9 @@ with ``delta_n = y_n - x`` and ``g_n = -delta_n`` (docs/algorithms.md sections 1
 
 A round with no participant takes no step; FedAU's weight state still advances (a round without
 client n is part of n's participation interval).
+
+Rule table server:
+    | FedAU and participation-aware weights | see section 4 | |
 """
 from __future__ import annotations
 
