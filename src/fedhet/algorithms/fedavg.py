@@ -1,8 +1,7 @@
-"""FedAvg (McMahan, Moore, Ramage, Hampson, Aguera y Arcas, AISTATS 2017), with a server learning
-rate (Reddi et al., ICLR 2021).
+"""FedAvg (McMahan, Moore, Ramage, Hampson, Aguera y Arcas, AISTATS 2017)
 
-Client i runs ``K_i`` steps of plain local SGD from ``x`` and uploads its model delta (FederatedAveraging,
-Algorithm 1 of McMahan et al.)::
+Federated averaging (FederatedAveraging, Algorithm 1), with a server learning rate (Reddi et al.,
+ICLR 2021). Client i runs ``K_i`` steps of plain local SGD from ``x`` and uploads its model delta::
 
     w <- w - eta_l (grad f_i(w) + wd w)
     upload delta_i = w_K - x

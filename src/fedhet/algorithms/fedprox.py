@@ -1,6 +1,6 @@
-"""FedProx (Li, Sahu, Zaheer, Sanjabi, Talwalkar, Smith, MLSys 2020): a local solver.
+"""FedProx (Li, Sahu, Zaheer, Sanjabi, Talwalkar, Smith, MLSys 2020)
 
-Each client approximately minimises the proximal objective of the paper's Eq. (2),
+A local solver. Each client approximately minimises the proximal objective of the paper's Eq. (2),
 ``h_i(w; x) = f_i(w) + (mu/2) ||w - x||^2``, with local SGD (Algorithm 2), so the step is::
 
     w <- w - eta_l (grad f_i(w) + mu (w - x))
