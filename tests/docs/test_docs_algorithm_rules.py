@@ -43,7 +43,8 @@ def test_a_changed_docstring_row_makes_the_check_fail_and_the_rewrite_follows(tm
     shutil.copy(PAGE, page)
     assert FEDPROX_ROW in fedhet.algorithms.fedprox.__doc__
     changed = FEDPROX_ROW.replace("(squared prox)", "(squared proximal term)")
-    monkeypatch.setattr(fedhet.algorithms.fedprox, "__doc__", fedhet.algorithms.fedprox.__doc__.replace(FEDPROX_ROW, changed))
+    doc = fedhet.algorithms.fedprox.__doc__
+    monkeypatch.setattr(fedhet.algorithms.fedprox, "__doc__", doc.replace(FEDPROX_ROW, changed))
     assert rules.main(["--check", "--page", str(page)]) == 1
     hint = capsys.readouterr().err.strip()
     assert len(hint.splitlines()) == 1 and "stale" in hint and "FedProx" in hint

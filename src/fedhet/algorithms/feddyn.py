@@ -19,8 +19,8 @@ gradient. (The released FedAWARE/FedLab FedDyn builds these terms from detached 
 them zero gradient and silently turns the method into plain SGD; docs/algorithms.md section 3.)
 
 Rule table local:
-    | FedDyn (Acar 2021) | minimise `f_i(w) - <gradL_i, w> + (alpha/2)||w - x||^2` | `gradL_i <- gradL_i - alpha (w_K - x)`;
-        server `h <- h - alpha (1/N) sum_S (w_i - x)`, `x <- mean_S w_i - h/alpha` |
+    | FedDyn (Acar 2021) | minimise `f_i(w) - <gradL_i, w> + (alpha/2)||w - x||^2` |
+        `gradL_i <- gradL_i - alpha (w_K - x)`; server `h <- h - alpha (1/N) sum_S (w_i - x)`, `x <- mean_S w_i - h/alpha` |
 """
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ is FedAvg. A client that took no step (``a_i = 0``) uploaded ``delta_i = 0`` and
 runs with any solver.
 
 Rule table server:
-    | FedNova (Wang 2020) | normalised: `G = tau_eff sum_S p_i g_i / a_i`, `tau_eff = sum_S p_i a_i` | `x <- x - eta_g G`;
-        for plain local SGD `a_i = K_i`; with local momentum rho `a_i = sum_k (1-rho^k)/(1-rho)`;
+    | FedNova (Wang 2020) | normalised: `G = tau_eff sum_S p_i g_i / a_i`, `tau_eff = sum_S p_i a_i` |
+        `x <- x - eta_g G`; for plain local SGD `a_i = K_i`; with local momentum rho `a_i = sum_k (1-rho^k)/(1-rho)`;
         with prox mu `a_i = sum_{k<K} (1 - eta_l mu)^k` |
 """
 from __future__ import annotations

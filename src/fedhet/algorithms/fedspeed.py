@@ -49,8 +49,8 @@ every solver (set them in the experiment file).
 Variants (``client.variant``):
 
 - ``"released-code"`` (default): the server rule of the authors' released code as docs/algorithms.md
-  section 6 describes it: the dual is kept as the running sum of each client's deltas and averaged over all
-  ``N`` clients, i.e. FedDyn's server rule with ``alpha = 1/lambda``. Clients upload ``w_K - x`` and
+  section 6 describes it: the dual is kept as the running sum of each client's deltas and averaged
+  over all ``N`` clients, i.e. FedDyn's server rule with ``alpha = 1/lambda``. Clients upload ``w_K - x`` and
   the server keeps ``h = (1/N) sum_{all i} ghat_i`` (stale rows for absent clients)::
 
       h <- h - (1/lambda)(1/N) sum_{i in S} (w_K,i - x),      x <- mean_S w_K,i - lambda h

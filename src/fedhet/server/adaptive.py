@@ -41,12 +41,13 @@ FedAMS divides by ``sqrt(vhat / (1 - b2^t))`` (its ``eps`` floor sits inside ``v
 All state tensors have the model's dtype and device; the step count is an ``int``.
 
 Rule table server:
-    | FedAvgM (Hsu 2019) | as FedAvg | heavy-ball `v <- beta v + G`, `x <- x - eta_g v` (`beta` in {0.7,0.9,0.97,0.997}) |
+    | FedAvgM (Hsu 2019) | as FedAvg |
+        heavy-ball `v <- beta v + G`, `x <- x - eta_g v` (`beta` in {0.7,0.9,0.97,0.997}) |
     | FedAdagrad / FedAdam / FedYogi (Reddi 2021) | as FedAvg | `m <- b1 m + (1-b1) G`; Adagrad `v <- v + G^2`;
         Adam `v <- b2 v + (1-b2) G^2`; Yogi `v <- v - (1-b2) G^2 sign(v - G^2)`; `x <- x - eta_g m / (sqrt(v) + tau)`;
         `v_0 = tau^2`; no bias correction by default (flag) |
-    | FedAMS (Wang, Lin, Chen 2022) | as FedAvg | Adam moments, `vhat <- max(vhat, v, eps)`, `x <- x - eta_g m / sqrt(vhat)`;
-        FedAMSGrad variant `vhat <- max(vhat, v)`, step `m / (sqrt(vhat) + eps)` |
+    | FedAMS (Wang, Lin, Chen 2022) | as FedAvg | Adam moments, `vhat <- max(vhat, v, eps)`,
+        `x <- x - eta_g m / sqrt(vhat)`; FedAMSGrad variant `vhat <- max(vhat, v)`, step `m / (sqrt(vhat) + eps)` |
 """
 from __future__ import annotations
 
