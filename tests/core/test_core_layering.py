@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -253,3 +254,32 @@ def test_the_rules_catch_a_planted_import(source, expected):
 
 def test_the_cycle_finder_finds_a_planted_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [("a", "b", "c")]
+
+
+def _drawn_layers() -> list[tuple[str, str]]:
+    """docs/design.md, "Layers": the drawing's rows top to bottom, each (layer name, its text)."""
+    text = (SRC.parent / "docs" / "design.md").read_text()
+    section = text[text.index("\n## Layers\n"):]
+    drawing = section.split("```")[1]
+    rows: list[tuple[str, str]] = []
+    for line in drawing.splitlines():
+        label, body = line[:15].strip(), line[15:]
+        if label and label != "|":              # a layer's first line: its name in the left column
+            rows.append((label, body))
+        elif rows:
+            rows[-1] = (rows[-1][0], rows[-1][1] + " " + body)
+    return rows
+
+
+def test_the_design_drawing_shows_every_layer_and_unit():
+    """The drawing lists the layers of ``LAYERS`` top down and names each unit in its own layer's row."""
+    rows = _drawn_layers()
+    assert [name for name, _ in rows] == [name for name, _, _ in reversed(LAYERS)], (
+        "docs/design.md, \"Layers\": the drawing's layers differ from LAYERS (top down)")
+    missing = []
+    for (name, body), (_, units, _) in zip(rows, reversed(LAYERS)):
+        for unit in sorted(units):
+            short = unit if unit == "fedhet" else unit.removeprefix("fedhet.")
+            if not re.search(rf"(?<![\w.])(?:fedhet\.)?{re.escape(short)}(?!\w)", body):
+                missing.append(f"{unit} (layer {name!r})")
+    assert not missing, "docs/design.md, \"Layers\": the drawing does not name " + ", ".join(missing)
