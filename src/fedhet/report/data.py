@@ -43,7 +43,7 @@ class ReportSection:
     image_run: Optional[Path] = None
     client_rows: list = dataclasses.field(default_factory=list)          # client_report.ClientRow per row
     client_plot: Optional[Path] = None
-    baseline: Any = None              # report_baseline.BaselineTable with --baseline, else None
+    baseline: Any = None              # report.baseline.BaselineTable with --baseline, else None
     baseline_plot: Optional[Path] = None
 
     @property
