@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from fedhet.report.plots import wrapped_title
 from fedhet.report.build import build_report, write_report
+from fedhet.report.plots import wrapped_title
 from fedhet.report.runs import collect_runs
 
 # Per seed: the last record's client statistics and the per-client accuracies behind the plot.

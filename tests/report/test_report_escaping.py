@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fedhet.report.markdown import _escape
 from fedhet.report.build import build_report, write_report
+from fedhet.report.markdown import _escape
 from fedhet.report.runs import collect_runs
 
 HOSTILE = "<img src=x onerror=alert(1)>"

@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from fedhet.report.plots import method_colours, seed_band
 from fedhet.report.build import build_report, write_report
+from fedhet.report.plots import method_colours, seed_band
 from fedhet.report.runs import RunDirectoryError, collect_runs
 
 ROUNDS = [5, 10]

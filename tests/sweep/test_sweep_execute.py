@@ -8,10 +8,10 @@ import json
 import pytest
 
 from fedhet.engine.callbacks import Callback, read_metrics
+from fedhet.sweep.execute import run_sweep
 from fedhet.sweep.grid import SweepError, parse_grid
 from fedhet.sweep.plan import SWEEP_FILE, SWEEP_RUN_FILE, plan_sweep
 from fedhet.sweep.progress import DONE, FAILED, SKIPPED
-from fedhet.sweep.execute import run_sweep
 
 
 def _sweep(plan, **kwargs):

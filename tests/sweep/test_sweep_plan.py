@@ -4,8 +4,15 @@ from __future__ import annotations
 import pytest
 
 from fedhet.core.options import ConfigError
-from fedhet.sweep.grid import (SweepError, load_variants, parse_grid, parse_seeds, run_name, select_variants,
-                                     split_values)
+from fedhet.sweep.grid import (
+    SweepError,
+    load_variants,
+    parse_grid,
+    parse_seeds,
+    run_name,
+    select_variants,
+    split_values,
+)
 from fedhet.sweep.plan import FINISHED, NEW, RESUME, plan_sweep, run_state
 
 

@@ -6,8 +6,7 @@ import pytest
 
 import fedhet.sweep.run_files as run_files
 from fedhet.engine.rundir_lock import LOCK_NAME
-from fedhet.sweep.run_files import (ChangeTracker, RunFilesError, append_log, read_run_files,
-                                          write_run_files)
+from fedhet.sweep.run_files import ChangeTracker, RunFilesError, append_log, read_run_files, write_run_files
 
 
 def _populate(run_dir):
