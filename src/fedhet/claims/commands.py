@@ -9,14 +9,13 @@ Exit codes (as ``fedhet sweep``): 0 success; 1 some run failed (the report still
 """
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Optional, TextIO
 
 from fedhet.core.options import ConfigError
 from fedhet.errors import FedhetError
-from fedhet.sweep.commands import EXIT_FAILED_RUNS, EXIT_INPUT_ERROR, EXIT_OK, run_plan
+from fedhet.sweep.commands import EXIT_FAILED_RUNS, EXIT_INPUT_ERROR, EXIT_OK, console_streams, run_plan
 
 DEFAULT_CLAIMS_DIR = "configs/claims"
 
@@ -57,7 +56,7 @@ def list_command(*, claims_dir: Optional[str] = None, tier: str = "default", std
     from fedhet.claims.evaluate import claim_gaps
     from fedhet.claims.planning import plan_claims, regime_gaps
 
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    stdout, stderr = console_streams(stdout, stderr)
     try:
         suite = load_suite(claims_dir or default_claims_dir())
         plan = plan_claims(suite, suite.claims, default_out(check_tier(tier)), tier=tier)
@@ -101,7 +100,7 @@ def export_command(*, out: str, claims_dir: Optional[str] = None, only: Optional
     from fedhet.config.schema import config_to_toml
     from fedhet.core.io import atomic_write_text
 
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    stdout, stderr = console_streams(stdout, stderr)
     try:
         _suite, claims, plan = _plan(claims_dir, only, tier, out)
     except (FedhetError, ConfigError) as error:
@@ -125,7 +124,7 @@ def run_command(*, claims_dir: Optional[str] = None, only: Optional[str] = None,
     ``fedhet sweep``'s flags (:mod:`fedhet.sweep.options`); they never change a run's result."""
     from fedhet.sweep.options import sweep_options
 
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    stdout, stderr = console_streams(stdout, stderr)
     started = time.monotonic()
     try:
         out_dir = out or default_out(tier)
@@ -164,7 +163,7 @@ def report_command(*, claims_dir: Optional[str] = None, only: Optional[str] = No
     from fedhet.claims.report import write_claims_report
     from fedhet.report.runs import RunDirectoryError
 
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    stdout, stderr = console_streams(stdout, stderr)
     warnings: list[str] = []
     try:
         out_dir = Path(out or default_out(check_tier(tier)))

@@ -71,17 +71,18 @@ def regime_gaps(suite: ClaimsSuite, plan: SweepPlan, *, tier: str) -> dict[tuple
     or above the regime and tuned (or at the paper's published values)."""
     gaps: dict[tuple[str, str], list[str]] = {}
     for run in plan.runs:
-        protocol = protocol_of(run)
+        protocol, method = protocol_of(run), run.label
+        assert method is not None               # every claims run is planned from its method's variant
         if tier == "quick":
             below = [QUICK_GAP]
         elif not suite.protocols[protocol].regime:
             below = [NO_REGIME_GAP]
         else:
             below = suite.protocols[protocol].below_regime(run.config.to_flat_dict())
-            if suite.protocols[protocol].lr_source(run.label, tier=tier).startswith("pending"):
+            if suite.protocols[protocol].lr_source(method, tier=tier).startswith("pending"):
                 below = [*below, PENDING_GAP]
         if below:
-            seen = gaps.setdefault((protocol, run.label), [])
+            seen = gaps.setdefault((protocol, method), [])
             seen.extend(item for item in below if item not in seen)
     return gaps
 

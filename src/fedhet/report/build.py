@@ -43,7 +43,11 @@ from fedhet.report.time_curves import plot_accuracy_against_time
 
 def _default_targets(runs: Sequence[RunData]) -> tuple[float, ...]:
     targets = {run.config.run.target_accuracy for run in runs}
-    return (targets.pop(),) if len(targets) == 1 and None not in targets else ()
+    if len(targets) == 1:
+        [target] = targets
+        if target is not None:
+            return (target,)
+    return ()
 
 
 def _first_image(groups: Sequence[Group], name: str) -> tuple[Optional[Path], Optional[Path]]:

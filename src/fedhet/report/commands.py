@@ -3,11 +3,10 @@
 """
 from __future__ import annotations
 
-import sys
 from typing import Optional, Sequence, TextIO
 
 from fedhet.core.options import ConfigError
-from fedhet.sweep.commands import EXIT_INPUT_ERROR, EXIT_OK
+from fedhet.sweep.commands import EXIT_INPUT_ERROR, EXIT_OK, console_streams
 
 
 def _print(message: str, stream: TextIO) -> None:
@@ -34,7 +33,7 @@ def report_command(run_dirs: Sequence[str], *, out: str, targets: Optional[str] 
     from fedhet.report.markdown import render_console
     from fedhet.report.runs import RunDirectoryError, collect_runs
 
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    stdout, stderr = console_streams(stdout, stderr)
     warnings: list[str] = []
     try:
         target_values = parse_targets(targets)

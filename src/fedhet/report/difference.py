@@ -151,7 +151,8 @@ def welch_difference(method: Mapping[int, float], baseline: Mapping[int, float],
     mean = sum(a) / len(a) - sum(b) / len(b) if a and b else None
     if len(a) < 2 or len(b) < 2:
         return Difference(WELCH, seeds, (), mean, None, None, None, None, None, len(a), len(b))
-    (_mean_a, var_a), (_mean_b, var_b) = _mean_var(a), _mean_var(b)
+    (mean_a, var_a), (mean_b, var_b) = _mean_var(a), _mean_var(b)
+    mean = mean_a - mean_b          # the same sums as above, now known to exist
     va, vb = var_a / len(a), var_b / len(b)
     se = math.sqrt(va + vb)
     if se == 0.0:                   # both sides constant: the difference is exact (df only for the record)

@@ -72,7 +72,7 @@ def forest_plot(rows: Sequence[ForestRow], path: Path, *, title: str = "", metri
     for index, row in enumerate(rows):
         y = count - 1 - index
         colour = OUTCOME_COLOURS.get(row.outcome, FALLBACK_COLOUR)
-        if _finite(row.delta) and row.delta != 0:
+        if row.delta is not None and _finite(row.delta) and row.delta != 0:
             low, high = sorted((0.0, float(row.delta)))
             axes.fill_between([low, high], y - 0.38, y + 0.38, color="#90caf9", alpha=0.35, linewidth=0)
         if _finite(row.lo, row.hi):

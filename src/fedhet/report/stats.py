@@ -55,7 +55,7 @@ def describe(values: Sequence[Any]) -> Stat:
     kept = [v for v in (finite(value) for value in values) if v is not None]
     n = len(kept)
     mean = sum(kept) / n if n else None
-    std = math.sqrt(sum((v - mean) ** 2 for v in kept) / (n - 1)) if n >= 2 else None
+    std = math.sqrt(sum((v - mean) ** 2 for v in kept) / (n - 1)) if mean is not None and n >= 2 else None
     return Stat(mean, std, n, tuple(finite(value) for value in values))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, TextIO
+from typing import Any, Callable, Optional, Sequence, TextIO, cast
 
 from fedhet.core.options import ConfigError
 
@@ -17,6 +17,11 @@ EXIT_OK, EXIT_FAILED_RUNS, EXIT_INPUT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 def _print(message: str, stream: TextIO) -> None:
     print(message, file=stream, flush=True)
+
+
+def console_streams(stdout: Optional[TextIO], stderr: Optional[TextIO]) -> tuple[TextIO, TextIO]:
+    """A command's output streams: the ones given (tests pass buffers), else the process's own."""
+    return stdout or sys.stdout, stderr or sys.stderr
 
 
 def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str] = None,
@@ -35,7 +40,7 @@ def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str
     from fedhet.sweep.options import sweep_options
     from fedhet.sweep.plan import plan_sweep
 
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    stdout, stderr = console_streams(stdout, stderr)
     try:
         axes = [parse_grid(text) for text in grids]
         seed_list = parse_seeds(seeds) if seeds else None
@@ -64,7 +69,8 @@ def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str
         return EXIT_INPUT_ERROR
     count = len(plan.runs)
     # --quiet: the progress view and the status lines go nowhere; errors and failures still print.
-    status = _NullStream() if quiet else stderr
+    # _NullStream has every method the progress view and _print call (write, flush, isatty).
+    status = cast(TextIO, _NullStream()) if quiet else stderr
     _print(f"fedhet sweep: {count} runs in {plan.out_dir}", status)
     result = run_plan(plan, command="fedhet sweep", dry_run=dry_run, jobs=jobs, overwrite=overwrite,
                       stdout=stdout, stderr=stderr, options=options, progress=status)

@@ -49,10 +49,10 @@ class SweepOptions:
                                                  "resumes from the last checkpoint that reached the sweep directory")
 
 
-def sweep_options(table: Optional[Mapping[str, Any]], overrides: Mapping[str, Any] = ()) -> SweepOptions:
+def sweep_options(table: Optional[Mapping[str, Any]], overrides: Optional[Mapping[str, Any]] = None) -> SweepOptions:
     """The options of the ``[sweep]`` table with ``overrides`` (flag values; None means not given)."""
     if table is not None and not isinstance(table, Mapping):
         raise ConfigError(SECTION, table, "expected a table ([sweep])")
     values = dict(table or {})
-    values.update({key: value for key, value in dict(overrides).items() if value is not None})
+    values.update({key: value for key, value in dict(overrides or {}).items() if value is not None})
     return build_options(SweepOptions, values, section=SECTION)

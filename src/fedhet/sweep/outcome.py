@@ -27,6 +27,6 @@ def tail_of(path: Path, lines: int = 6) -> str:
 
 def show_outcome(view: SweepProgress, outcome: RunOutcome) -> None:
     if outcome.status == DONE:
-        view.update(outcome.run.name, DONE, accuracy=outcome.summary.get("final_accuracy"))
+        view.update(outcome.run.name, DONE, accuracy=(outcome.summary or {}).get("final_accuracy"))
     else:
         view.update(outcome.run.name, FAILED, note=(outcome.error or "").splitlines()[0][:80])

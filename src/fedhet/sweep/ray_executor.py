@@ -94,6 +94,7 @@ class _Reporter(Callback):
         return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
     def _ship(self, **progress) -> None:
+        assert self.tracker is not None     # shipped only when the run's files are not shared
         files, removed = self.tracker.changes()
         self.emit({"kind": FILES, "files": files, "removed": removed, **progress})
 

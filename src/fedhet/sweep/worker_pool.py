@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import IO, Iterator, Optional
 
 from fedhet.config.schema import config_to_toml
 from fedhet.sweep.lifetime import die_with_parent
@@ -52,6 +52,12 @@ class _Worker:
         self.process.stdin.flush()
         self.run = run
 
+    @property
+    def output(self) -> IO[str]:
+        """The pipe the worker answers on (opened with ``stdout=PIPE``, so never None)."""
+        assert self.process.stdout is not None
+        return self.process.stdout
+
 
 class WorkerPool:
     """At most ``jobs`` runs at a time on serving workers; :meth:`finished` yields ``(run, status)``
@@ -76,7 +82,7 @@ class WorkerPool:
         if worker is None:
             worker = _Worker()
             self.workers.append(worker)
-            self.selector.register(worker.process.stdout, selectors.EVENT_READ, worker)
+            self.selector.register(worker.output, selectors.EVENT_READ, worker)
         worker.start(run, state)
 
     def finished(self, timeout: float) -> Iterator[tuple[PlannedRun, int]]:
@@ -85,9 +91,9 @@ class WorkerPool:
             yield from self._read(key.data)
 
     def _read(self, worker: _Worker) -> Iterator[tuple[PlannedRun, int]]:
-        chunk = os.read(worker.process.stdout.fileno(), 65536).decode("utf-8", "replace")
+        chunk = os.read(worker.output.fileno(), 65536).decode("utf-8", "replace")
         if not chunk:                       # the worker ended: its run (if any) failed
-            self.selector.unregister(worker.process.stdout)
+            self.selector.unregister(worker.output)
             self.workers.remove(worker)
             status = worker.process.wait()
             if worker.run is not None:
