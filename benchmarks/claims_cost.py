@@ -27,7 +27,7 @@ summary and the plots: I/O). The rest of a round (participation, client-state st
 "other". The first round is left out of the per-round means (lazy initialisation). The checkpoint a short
 run writes at its last round is counted once per ``run.checkpoint_every`` rounds. Then a second run (the
 next seed, one round) in the same process gives the start-up of a serving sweep worker
-(``fedhet.experiments.worker --serve``: imports done, the dataset cached).
+(``fedhet.sweep.worker --serve``: imports done, the dataset cached).
 
 **Extrapolation.** Per run: ``start-up + T * (train + server + other + io) + evaluations * eval + end``;
 per protocol: methods x seeds runs; the tier: the sum, and its wall time on ``--jobs`` cores (the sweep's
@@ -199,7 +199,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     Simulator._run_round = run_round
 
     from fedhet.config.schema import read_toml_file
-    from fedhet.experiments.plan import build_run_config
+    from fedhet.sweep.plan import build_run_config
 
     raw = read_toml_file(spec["base"], key="config")
     config = build_run_config(raw, spec["overrides"])
@@ -218,7 +218,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
               "checkpoint_cpu": rounds[-1]["checkpoint"],
               "eval_examples_per_call": counts["eval_examples"] / max(1, counts["eval_calls"]),
               "batch_size": getattr(config.client.options, "batch_size", None), "model": config.model.name}
-    # The next run of a serving sweep worker (fedhet.experiments.worker --serve): another seed, in this
+    # The next run of a serving sweep worker (fedhet.sweep.worker --serve): another seed, in this
     # process, its start-up from the call to round 1 (imports done, the dataset cached when it can be).
     warm = build_run_config(raw, {**spec["overrides"], "run.seed": config.run.seed + 1, "run.rounds": 1})
     began = clock()

@@ -5,7 +5,10 @@ Usage (from the repository root, fedhet importable, e.g. ``PYTHONPATH=src``):
 
     python benchmarks/scaling.py [--rounds 3] [--max-clients 100000] [--out benchmarks/results]
     python benchmarks/scaling.py --reuse-timing RESULT      # parts 1 and 4 again, the timings of RESULT
-    python benchmarks/scaling.py --tables RESULT            # the Markdown tables of docs/scaling.md
+    python benchmarks/scaling_render.py RESULT              # the Markdown tables of docs/scaling.md
+
+This script measures and writes the result file; ``benchmarks/scaling_render.py`` renders a result file
+(the Markdown tables of docs/scaling.md, the two plots), so the docs can be redrawn without measuring.
 
 Four parts, all computed here (nothing is typed in by hand):
 
@@ -31,8 +34,8 @@ Four parts, all computed here (nothing is typed in by hand):
    clock on ``--nodes`` nodes with one GPU each.
 
 The machine is shared (other jobs run beside this one), so the timings are noisy: medians, and the
-load average is recorded. Writes ``scaling-<timestamp>.json`` under ``--out`` and the plots
-``docs/images/scaling-K.png`` and ``docs/images/scaling-N.png``.
+load average is recorded. Writes ``scaling-<timestamp>.json`` under ``--out`` and (through
+``scaling_render.write_plots``) the plots ``docs/images/scaling-K.png`` and ``docs/images/scaling-N.png``.
 """
 from __future__ import annotations
 
@@ -57,6 +60,8 @@ import torch  # noqa: E402
 
 from fedhet.config.schema import ExperimentConfig, load_config, resolve_config  # noqa: E402
 from fedhet.core.store import ClientStore  # noqa: E402
+
+import scaling_render  # noqa: E402  (benchmarks/scaling_render.py: the tables and plots of a result file)
 
 VALUE_BYTES = 4                       # float32 parameters, deltas and stores
 METHODS = {                           # name -> overrides (part 1 counts the stores of more methods)
@@ -270,8 +275,8 @@ def header_sweep(path: Path) -> list[str]:
 
 
 def plan_preset(path: Path):
-    from fedhet.experiments.grid import load_variants, parse_grid, parse_seeds
-    from fedhet.experiments.plan import plan_sweep
+    from fedhet.sweep.grid import load_variants, parse_grid, parse_seeds
+    from fedhet.sweep.plan import plan_sweep
 
     args = header_sweep(path)
     config, grids, seeds, variants = args[0], [], None, []
@@ -375,95 +380,6 @@ def preset_estimate(path: Path, *, nodes: int, gpu_tflops: float, cpu_gflops: fl
     }
 
 
-# --- the report ------------------------------------------------------------------------------
-
-
-def plot(rows: list[dict[str, Any]], axis: str, path: Path, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for method in METHODS:
-        points = [r for r in rows if r["method"] == method and not r.get("skipped")]
-        ax.plot([r[axis] for r in points], [r["seconds_per_round"] for r in points], "o-", label=method)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("cohort size K (N = 1,000)" if axis == "K" else "clients N (K = 10, stores memory-mapped)")
-    ax.set_ylabel("seconds per round (median)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    ax.set_title(title, fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def markdown_tables(result: dict[str, Any]) -> str:
-    """The tables of docs/scaling.md from a result file (``--tables FILE``)."""
-    lines = []
-    methods = list(METHODS)
-
-    def timing(axis: str) -> None:
-        lines.append(f"| {axis} | " + " | ".join(methods) + " |")
-        lines.append("| ---: |" + " ---: |" * len(methods))
-        for value in sorted({r[axis] for r in result[axis]}):
-            cells = []
-            for method in methods:
-                [row] = [r for r in result[axis] if r[axis] == value and r["method"] == method]
-                cells.append(f"not run ({row['predicted_dense_server_state_bytes'] / 2**30:.0f} GiB state)"
-                             if row.get("skipped") else f"{row['seconds_per_round'] * 1000:.1f}")
-            lines.append(f"| {value:,} | " + " | ".join(cells) + " |")
-        lines.append("")
-
-    lines += ["Milliseconds per round (median), against K (N = 1,000):", ""]
-    timing("K")
-    lines += ["Milliseconds per round (median), against N (K = 10, stores memory-mapped):", ""]
-    timing("N")
-    lines += ["Memory and checkpoint at each N (K = 10):", "",
-              "| N | method | stores (MB) | dense server state (MB) | checkpoint (MB) | checkpoint write (s) |",
-              "| ---: | --- | ---: | ---: | ---: | ---: |"]
-    for row in result["N"]:
-        if not row.get("skipped"):
-            lines.append(f"| {row['N']:,} | {row['method']} | {row['store_bytes'] / 1e6:.1f} | "
-                         f"{row['dense_server_state_bytes'] / 1e6:.1f} | {row['checkpoint_bytes'] / 1e6:.1f} | "
-                         f"{row['checkpoint_seconds']:.3f} |")
-    lines += ["", "Per-client `[N, d]` stores of each method (counted on a 12-client run):", "",
-              "| method | client stores | server stores | broadcast vectors |", "| --- | --- | --- | ---: |"]
-    for name, row in result["stores"].items():
-        if "error" in row:
-            lines.append(f"| {name} | ({row['error']}) | | |")
-        else:
-            lines.append(f"| {name} | {', '.join(row['client']) or '-'} | {', '.join(row['server']) or '-'} | "
-                         f"{row.get('broadcast_vectors', 0):g} |")
-    a = result["assumptions"]
-    lines += ["", f"The papers' presets on {a['nodes']} nodes of one GPU each (GPU at {a['gpu_tflops']:g} TFLOP/s "
-              f"sustained, assumed; CPU at the measured {result['cpu_training_rate']['achieved_gflops_one_thread']:.1f} "
-              f"GFLOP/s per core; {a['step_overhead_seconds'] * 1000:.2f} ms of overhead per local step, measured; "
-              f"lr grid of {a['lr_grid']}):", "",
-              "| preset | model | d | N | E[K] | steps/client | GFLOP/example (train) | TFLOP/round | rounds | runs | "
-              "GPU-h | CPU-core-h | GPU-h x lr grid | wall h on the cluster (x lr grid) |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for p in result["presets"]:
-        lines.append(f"| {p['preset']} | {p['model']} | {p['d']:,} | {p['N']} | {p['expected_cohort']:g} | "
-                     f"{p['local_steps']:g} | {p['train_gflop_per_example']:.3f} | {p['round_tflop']:.2f} | {p['rounds']:,} | "
-                     f"{p['runs']} | {p['gpu_hours']:,.1f} | {p['cpu_core_hours']:,.0f} | {p['gpu_hours_with_lr_grid']:,.0f} | "
-                     f"{p['wall_hours_one_gpu_per_run']:.2f} ({p['wall_hours_with_lr_grid']:.2f}) |")
-    lines += ["", "Bytes per round and store memory of each preset's methods (float32):", "",
-              "| preset | method | client stores | server stores | store memory (GiB) | processes (MB/round) | "
-              "ray (MB/round) | ray link time per round (s) |",
-              "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
-    for p in result["presets"]:
-        for m in p["methods"]:
-            ray_bytes = m["round_bytes"]["ray"]
-            lines.append(f"| {p['preset']} | {m['method']} | {', '.join(m['client_stores']) or '-'} | "
-                         f"{', '.join(m['server_stores']) or '-'} | {m['store_gib']:.1f} | "
-                         f"{m['round_bytes']['processes'] / 1e6:,.0f} | {ray_bytes / 1e6:,.0f} | "
-                         f"{ray_bytes * 8 / (a['bandwidth_gbit'] * 1e9):.2f} |")
-    return "\n".join(lines) + "\n"
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per point, after one warm-up round")
@@ -479,11 +395,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--reuse-timing", metavar="RESULT",
                         help="take parts 2 and 3 (timings, CPU rate) from an earlier result file; redo parts 1 and 4")
-    parser.add_argument("--tables", metavar="RESULT", help="print the Markdown tables of a result file and exit")
+    parser.add_argument("--tables", metavar="RESULT",
+                        help="print the Markdown tables of a result file and exit (as scaling_render.py RESULT)")
     args = parser.parse_args(argv)
     if args.tables:
-        print(markdown_tables(json.loads(Path(args.tables).read_text())), end="")
-        return 0
+        return scaling_render.main([args.tables])
     command = shlex.join(["python", "benchmarks/scaling.py", *(argv if argv is not None else sys.argv[1:])])
     started = datetime.datetime.now(datetime.timezone.utc)
     print(f"scaling: {command}", flush=True)
@@ -542,9 +458,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     path = out / f"scaling-{stamp}.json"
     path.write_text(json.dumps(result, indent=1, default=str))
     if not args.skip_timing and earlier is None:
-        title = f"fedhet sequential, logreg on Synthetic, {result['meta']['date']} (shared machine, noisy)"
-        plot(result["K"], "K", ROOT / "docs" / "images" / "scaling-K.png", title)
-        plot(result["N"], "N", ROOT / "docs" / "images" / "scaling-N.png", title)
+        scaling_render.write_plots(result, ROOT / "docs" / "images")
     print(f"scaling: wrote {path} ({result['meta']['total_seconds']:.0f} s in all)")
     return 0
 

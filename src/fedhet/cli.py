@@ -224,7 +224,7 @@ def _command_init(args: argparse.Namespace) -> int:
 
 
 def _command_sweep(args: argparse.Namespace) -> int:
-    from fedhet.experiments.commands import sweep_command
+    from fedhet.sweep.commands import sweep_command
 
     return sweep_command(args.config, grids=args.grid or [], seeds=args.seeds, variants=args.variants,
                          only=args.only, sets=args.set or [], out=args.out, jobs=args.jobs,
@@ -235,7 +235,7 @@ def _command_sweep(args: argparse.Namespace) -> int:
 
 
 def _command_report(args: argparse.Namespace) -> int:
-    from fedhet.experiments.commands import report_command
+    from fedhet.report.commands import report_command
 
     return report_command(args.run_dirs, out=args.out, targets=args.target, group_by=args.group_by,
                           last_rounds=args.last_rounds, title=args.title, baseline=args.baseline,
@@ -396,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="list the preset names (the starters, then papers/... and cpu/...) and exit")
     init.set_defaults(handler=_command_init)
     _add_experiment_commands(sub)
-    from fedhet.experiments.claims.cli import add_claims_command
+    from fedhet.claims.cli import add_claims_command
     from fedhet.flower.commands import add_flower_command
     from fedhet.tuning.command import add_tune_command
     add_claims_command(sub)

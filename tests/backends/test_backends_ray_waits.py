@@ -12,8 +12,8 @@ import pytest
 
 import fedhet.backends.ray_backend as ray_backend
 from fedhet.backends.ray_backend import RayClusterUnreachableError, check_reachable
-from fedhet.experiments.grid import SweepError
-from fedhet.experiments.ray_sweep import ray_session
+from fedhet.sweep.grid import SweepError
+from fedhet.sweep.ray_executor import ray_session
 
 
 def _free_port() -> int:

@@ -218,9 +218,9 @@ def _flat(config) -> dict[str, Any]:
 
 def _resolved_everywhere(tmp_path: Path, settings: dict[str, Any], algorithm: str | None, capsys) -> dict[str, dict]:
     """The configuration ``settings`` (and ``algorithm``) resolve to, through each entry point."""
-    from fedhet.experiments.claims.definitions import load_protocols
-    from fedhet.experiments.claims.planning import plan_protocol
-    from fedhet.experiments.plan import plan_sweep
+    from fedhet.claims.definitions import load_protocols
+    from fedhet.claims.planning import plan_protocol
+    from fedhet.sweep.plan import plan_sweep
     from fedhet.flower.build import config_from_text, config_text
     from fedhet.tuning.trials import ConfigTrialRunner
 

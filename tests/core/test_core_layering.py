@@ -12,13 +12,13 @@ A *unit* is a subpackage of fedhet (``fedhet.engine``) or a top-level module (``
 1. a unit imports only units of its own layer or of a lower one (no upward import);
 2. in a layer marked independent (the stages), a unit imports no other unit of that layer;
 3. no cycle between units;
-4. no cycle between the modules of one unit (``fedhet.experiments`` and its ``claims`` included),
-   except the cycles listed in ``KNOWN_MODULE_CYCLES``.
+4. no cycle between the modules of one unit, except the cycles listed in ``KNOWN_MODULE_CYCLES``.
 """
 from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -36,8 +36,9 @@ LAYERS: list[tuple[str, frozenset[str], bool]] = [
     ("algorithms", frozenset({"fedhet.algorithms"}), False),
     ("config", frozenset({"fedhet.components", "fedhet.config"}), False),
     ("engine", frozenset({"fedhet.engine"}), False),
-    ("applications", frozenset({"fedhet.problems", "fedhet.experiments", "fedhet.tuning", "fedhet.flower",
-                                  "fedhet.testing"}), False),
+    ("applications", frozenset({"fedhet.problems", "fedhet.flower", "fedhet.testing", "fedhet.sweep"}), False),
+    ("reports", frozenset({"fedhet.report"}), False),
+    ("studies", frozenset({"fedhet.claims", "fedhet.tuning"}), False),
     ("entry points", frozenset({"fedhet.cli", "fedhet"}), False),
 ]
 
@@ -213,7 +214,7 @@ def test_no_cycle_between_packages():
 
 
 def _module_cycles() -> list[tuple[str, ...]]:
-    """Cycles between the modules of one unit (its subpackages included, e.g. experiments.claims)."""
+    """Cycles between the modules of one unit (its subpackages included)."""
     graph: dict[str, set[str]] = {}
     for edge in EDGES:
         if edge.imported in MODULES and _unit(edge.importer) == _unit(edge.imported):
@@ -253,3 +254,32 @@ def test_the_rules_catch_a_planted_import(source, expected):
 
 def test_the_cycle_finder_finds_a_planted_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [("a", "b", "c")]
+
+
+def _drawn_layers() -> list[tuple[str, str]]:
+    """docs/design.md, "Layers": the drawing's rows top to bottom, each (layer name, its text)."""
+    text = (SRC.parent / "docs" / "design.md").read_text()
+    section = text[text.index("\n## Layers\n"):]
+    drawing = section.split("```")[1]
+    rows: list[tuple[str, str]] = []
+    for line in drawing.splitlines():
+        label, body = line[:15].strip(), line[15:]
+        if label and label != "|":              # a layer's first line: its name in the left column
+            rows.append((label, body))
+        elif rows:
+            rows[-1] = (rows[-1][0], rows[-1][1] + " " + body)
+    return rows
+
+
+def test_the_design_drawing_shows_every_layer_and_unit():
+    """The drawing lists the layers of ``LAYERS`` top down and names each unit in its own layer's row."""
+    rows = _drawn_layers()
+    assert [name for name, _ in rows] == [name for name, _, _ in reversed(LAYERS)], (
+        "docs/design.md, \"Layers\": the drawing's layers differ from LAYERS (top down)")
+    missing = []
+    for (name, body), (_, units, _) in zip(rows, reversed(LAYERS)):
+        for unit in sorted(units):
+            short = unit if unit == "fedhet" else unit.removeprefix("fedhet.")
+            if not re.search(rf"(?<![\w.])(?:fedhet\.)?{re.escape(short)}(?!\w)", body):
+                missing.append(f"{unit} (layer {name!r})")
+    assert not missing, "docs/design.md, \"Layers\": the drawing does not name " + ", ".join(missing)

@@ -8,7 +8,7 @@ import pytest
 
 import fedhet.engine.runner as runner
 from fedhet.engine.runner import resume_run, run_experiment
-from fedhet.experiments.plan import read_summary
+from fedhet.sweep.plan import read_summary
 
 
 def test_L2_summary_written_after_participation_files(small_config, tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 from fedhet.engine.rundir import LinkedRunDirectoryError
 from fedhet.engine.rundir_lock import DirectoryLock, LockFileError
 from fedhet.engine.runner import run_experiment
-from fedhet.experiments.run_files import file_signatures, read_run_files
+from fedhet.sweep.run_files import file_signatures, read_run_files
 from small_run import StopAfter
 
 

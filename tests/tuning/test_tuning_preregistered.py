@@ -10,7 +10,7 @@ import pytest
 
 import fedhet.components  # noqa: F401  (registers the components the configs name)
 from fedhet.config.schema import read_toml_file
-from fedhet.experiments.plan import build_run_config
+from fedhet.sweep.plan import build_run_config
 from fedhet.tuning.errors import TuneError
 from fedhet.tuning.preregistered import load_plan, load_protocol_tables
 

@@ -58,7 +58,7 @@ def test_W2_environment_failure_stops_the_search_and_the_trial_runs_again(config
     args = ["tune", str(config), "--param", "client.learning_rate=0.01,0.3,3", "--sampler", "optuna",
             "--trials", "3", "--seed", "3", "--criterion", "train_loss@4"]
     assert main([*args, "--out", str(tmp_path / "whole")]) == 0
-    import fedhet.experiments.worker as worker
+    import fedhet.sweep.worker as worker
 
     real = worker.execute_run
     calls = []
@@ -131,8 +131,8 @@ def test_W2_parallel_trials_that_failed_for_the_machine_stop_the_search(config, 
     """--jobs > 1: trials are sweep workers; a worker that exits 1 (a full disk, no memory) stops the
     search and no trial of the batch is recorded, so the same command runs them again."""
     pytest.importorskip("optuna")
-    import fedhet.experiments.sweep as sweep_module
-    from fedhet.experiments.sweep_outcome import RunOutcome
+    import fedhet.sweep.execute as sweep_module
+    from fedhet.sweep.outcome import RunOutcome
 
     real = sweep_module.run_sweep
 
@@ -154,7 +154,7 @@ def test_W2_parallel_trials_that_failed_for_the_machine_stop_the_search(config, 
 
 
 def test_W2_worker_exit_status_tells_the_machine_from_a_bug(monkeypatch, tmp_path):
-    import fedhet.experiments.worker as worker
+    import fedhet.sweep.worker as worker
 
     for error, status in ((OSError(errno.ENOSPC, "No space left on device"), 1), (ZeroDivisionError("bug"), 3)):
         def fail(*args, error=error, **kwargs):

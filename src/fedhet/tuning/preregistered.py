@@ -10,7 +10,7 @@ The plan (its file's header gives the rules in words; docs/claims.md, "Tuning (p
 
 Each search's trials run the method as the protocol runs it in the chosen tier (base file < ``set`` < the
 method's keys < the protocol's tier table < the method's tier table, ``same_as`` resolved by
-:mod:`fedhet.experiments.claims.same_as`), with ``run.seed`` = the protocol's ``tuning_seed``. Loading checks
+:mod:`fedhet.claims.same_as`), with ``run.seed`` = the protocol's ``tuning_seed``. Loading checks
 what the pre-registration promises: the tuning seed is none of the protocol's evaluation seeds, a searched
 method exists and is not a paired arm (``same_as``) or a reused one (``methods_from``), no configuration key
 is searched twice, and the criterion is read at the horizon (no ``@ROUND``). A knob's key that the method
@@ -27,8 +27,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from fedhet.claims.same_as import TIER_TABLES, SameAsError, flat_keys, resolve_same_as
 from fedhet.config.schema import read_toml_file
-from fedhet.experiments.claims.same_as import TIER_TABLES, SameAsError, flat_keys, resolve_same_as
 from fedhet.tuning.criteria import Criterion, parse_criterion
 from fedhet.tuning.errors import TuneError
 

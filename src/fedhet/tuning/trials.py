@@ -1,5 +1,5 @@
 """Trials as fedhet runs: one run directory per trial under ``OUT/trials``, run through the sweep
-machinery (:mod:`fedhet.experiments.sweep`), so finished trials are skipped and interrupted ones
+machinery (:mod:`fedhet.sweep.execute`), so finished trials are skipped and interrupted ones
 resume from their checkpoints.
 
 A :class:`TrialRunner` is what the search drives; :class:`ConfigTrialRunner` runs a base experiment
@@ -25,7 +25,7 @@ from fedhet.tuning.errors import TuneError
 # read-only disk; RunDirectoryInUseError is another process on the trial's directory.
 ENVIRONMENT_FAILURES: tuple[type[BaseException], ...] = (OSError, MemoryError, RunDirectoryInUseError)
 
-# A sweep worker's exit status 1 is a failure of the machine (fedhet.experiments.worker.main).
+# A sweep worker's exit status 1 is a failure of the machine (fedhet.sweep.worker.main).
 MACHINE_FAILURE = "exit status 1;"
 
 # Called with each evaluated round's record; returning True stops the run there (pruning).
@@ -70,7 +70,7 @@ class ConfigTrialRunner:
 
     def __init__(self, config_path: str | Path, sets: Mapping[str, Any], trials_dir: Path):
         from fedhet.config.schema import read_toml_file
-        from fedhet.experiments.plan import build_run_config
+        from fedhet.sweep.plan import build_run_config
 
         self.config_path = Path(config_path)
         self.raw = read_toml_file(self.config_path, key="config")
@@ -96,19 +96,19 @@ class ConfigTrialRunner:
         return config
 
     def _planned(self, name: str, values: Mapping[str, Any]):
-        from fedhet.experiments.plan import PlannedRun
+        from fedhet.sweep.plan import PlannedRun
 
         config = self.config(values, name)
         assignments = tuple((key, repr(value)) for key, value in values.items())
         return PlannedRun(name, self.trials_dir / name, config, None, assignments, config.run.seed)
 
     def _plan(self, runs):
-        from fedhet.experiments.plan import SweepPlan
+        from fedhet.sweep.plan import SweepPlan
 
         return SweepPlan(self.config_path, self.config_path.stem, self.trials_dir, tuple(runs))
 
     def run_batch(self, trials: Sequence[tuple[str, Mapping[str, Any]]], jobs: int) -> dict[str, TrialRun]:
-        from fedhet.experiments.sweep import run_sweep
+        from fedhet.sweep.execute import run_sweep
 
         if not trials:
             return {}
@@ -130,8 +130,8 @@ class ConfigTrialRunner:
         return out
 
     def run_one(self, name: str, values: Mapping[str, Any], hook: RecordHook) -> TrialRun:
-        from fedhet.experiments.plan import FINISHED, RESUME, read_summary, run_state
-        from fedhet.experiments.worker import execute_run
+        from fedhet.sweep.plan import FINISHED, RESUME, read_summary, run_state
+        from fedhet.sweep.worker import execute_run
 
         run = self._planned(name, values)
         state, conflict = run_state(run)

@@ -1,0 +1,21 @@
+"""The papers' claims as data, run as one resumable sweep per tier and judged by a stated rule (``fedhet claims``).
+
+- :mod:`~fedhet.claims.definitions`: protocols (shared sweeps, their tiers and regime) and
+  claims (comparisons with their minimal effect and role, the paper's quantifier), read from
+  ``configs/claims/``;
+- :mod:`~fedhet.claims.planning`: every run the claims need in a tier, each planned once; which
+  runs are below their protocol's regime; which sides pair by seed;
+- :mod:`~fedhet.claims.verdict`: the verdict rule (paired or Welch 95% Student-t interval;
+  holds / contradicted / not reproduced / inconclusive; ``all`` and ``most``);
+- :mod:`~fedhet.claims.evaluate`: per-seed metric values from the run directories, each
+  comparison's outcome and each claim's verdict, or "not tested" below the regime;
+- :mod:`~fedhet.claims.render`, :mod:`~fedhet.claims.figures` and
+  :mod:`~fedhet.claims.report`: the claims table (terminal, Markdown, JSON), the forest plots
+  and small-multiple curves, and the HTML report.
+
+The rule, in short: a comparison's difference ``method - baseline`` over seeds gets a 95% interval
+``[lo, hi]`` oriented so that positive is the paper's side; it **holds** if ``lo > 0``, is
+**contradicted** if ``hi < 0``, **not reproduced** if ``hi < delta`` (its pre-set minimal effect) and
+**inconclusive** otherwise. A claim's primary comparisons decide it under the paper's quantifier, and only
+at or above its protocols' regime. ``docs/claims.md`` states it in full.
+"""

@@ -1,0 +1,184 @@
+"""``fedhet claims list | run | report | export``: from parsed command-line values to exit codes.
+
+Tiers (docs/claims.md, "Tiers and the regime gate"): ``quick`` (minutes, below every regime: trends, no
+verdict), ``default`` (the protocols' regime: verdicts) and ``full`` (the papers' lengths); each has its
+own runs directory (:func:`default_out`) so that no tier's runs are mistaken for another's.
+
+Exit codes (as ``fedhet sweep``): 0 success; 1 some run failed (the report still covers the others);
+2 a claims, configuration or input error; 130 interrupted (run the same command again to resume).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional, TextIO
+
+from fedhet.core.options import ConfigError
+from fedhet.errors import FedhetError
+from fedhet.sweep.commands import EXIT_FAILED_RUNS, EXIT_INPUT_ERROR, EXIT_OK, console_streams, run_plan
+
+DEFAULT_CLAIMS_DIR = "configs/claims"
+
+
+def default_claims_dir() -> str:
+    """``--claims``'s default: ``configs/claims`` of the working directory when it has one (a
+    checkout, or a user's own copy), else the claims shipped with fedhet (the checkout fedhet runs
+    from, or the installed package: :func:`fedhet.presets.shipped_configs_dir`), so that ``fedhet
+    claims`` works from a pip install."""
+    from fedhet.claims.definitions import PROTOCOLS_FILE
+    from fedhet.presets import shipped_configs_dir
+
+    if (Path(DEFAULT_CLAIMS_DIR) / PROTOCOLS_FILE).is_file():
+        return DEFAULT_CLAIMS_DIR
+    return str(shipped_configs_dir("claims"))
+
+
+TIER_TEXT = {"quick": "quick tier: below the regime, trends only", "default": "default tier",
+             "full": "full tier: the papers' lengths"}
+
+
+def default_out(tier: str) -> str:
+    """Where the runs go: ``runs/claims`` (default tier), ``runs/claims_quick``, ``runs/claims_full``."""
+    return "runs/claims" if tier == "default" else f"runs/claims_{tier}"
+
+
+def _print(message: str, stream: TextIO) -> None:
+    print(message, file=stream, flush=True)
+
+
+def _selection(only: Optional[str]) -> Optional[list[str]]:
+    return [part.strip() for part in only.split(",") if part.strip()] if only else None
+
+
+def list_command(*, claims_dir: Optional[str] = None, tier: str = "default", stdout: Optional[TextIO] = None,
+                 stderr: Optional[TextIO] = None) -> int:
+    from fedhet.claims.definitions import check_tier, load_suite
+    from fedhet.claims.evaluate import claim_gaps
+    from fedhet.claims.planning import plan_claims, regime_gaps
+
+    stdout, stderr = console_streams(stdout, stderr)
+    try:
+        suite = load_suite(claims_dir or default_claims_dir())
+        plan = plan_claims(suite, suite.claims, default_out(check_tier(tier)), tier=tier)
+        gaps = regime_gaps(suite, plan, tier=tier)
+    except (FedhetError, ConfigError) as error:
+        _print(f"fedhet claims: {error}", stderr)
+        return EXIT_INPUT_ERROR
+    for claim in suite.claims:
+        primary = sum(c.primary for c in claim.comparisons)
+        _print(f"{claim.id}  [{claim.paper}, {claim.source}]", stdout)
+        _print(f"    {claim.statement}", stdout)
+        _print(f"    comparisons: {primary} primary ({claim.quantifier}), {len(claim.comparisons) - primary} reported; "
+               f"protocols: {', '.join(claim.protocols)}", stdout)
+        reasons = list(dict.fromkeys(item.rsplit(" (", 1)[0] for item in claim_gaps(claim, gaps)))
+        if reasons:
+            _print(f"    below regime in this tier (no verdict): {'; '.join(reasons)}", stdout)
+    _print(f"\n{len(suite.claims)} claims, {len(plan.runs)} runs ({TIER_TEXT[tier]}) over "
+           f"{len(suite.needed_methods(suite.claims))} protocols", stdout)
+    for name, methods in suite.needed_methods(suite.claims).items():
+        protocol = suite.protocols[name]
+        _print(f"  {name}: {len(methods)} methods x {len(protocol.run_seeds(tier=tier))} seeds; {protocol.title}",
+               stdout)
+    return EXIT_OK
+
+
+def _plan(claims_dir: Optional[str], only: Optional[str], tier: str, out_dir: str):
+    from fedhet.claims.definitions import check_tier, load_suite
+    from fedhet.claims.planning import plan_claims
+
+    suite = load_suite(claims_dir or default_claims_dir())
+    claims = suite.select(_selection(only))
+    return suite, claims, plan_claims(suite, claims, out_dir, tier=check_tier(tier))
+
+
+def export_command(*, out: str, claims_dir: Optional[str] = None, only: Optional[str] = None,
+                   tier: str = "default", stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
+    """Write each planned run's resolved ``config.toml`` into ``OUT/<protocol>/<run name>/``, the layout
+    ``claims run`` uses, without running anything (so the runs can be inspected, or run elsewhere with
+    ``fedhet run OUT/<protocol>/<run>/config.toml``)."""
+    from fedhet.claims.planning import protocol_of
+    from fedhet.config.schema import config_to_toml
+    from fedhet.core.io import atomic_write_text
+
+    stdout, stderr = console_streams(stdout, stderr)
+    try:
+        _suite, claims, plan = _plan(claims_dir, only, tier, out)
+    except (FedhetError, ConfigError) as error:
+        _print(f"fedhet claims: {error}", stderr)
+        return EXIT_INPUT_ERROR
+    for run in plan.runs:
+        atomic_write_text(Path(out) / protocol_of(run) / run.name / "config.toml", config_to_toml(run.config))
+    _print(f"fedhet claims: {len(plan.runs)} run configurations of {len(claims)} claims ({TIER_TEXT[tier]}) "
+           f"written under {out}/<protocol>/<run>/config.toml; nothing was run", stdout)
+    return EXIT_OK
+
+
+def run_command(*, claims_dir: Optional[str] = None, only: Optional[str] = None, tier: str = "default",
+                out: Optional[str] = None, jobs: Optional[int] = None, overwrite: bool = False,
+                dry_run: bool = False, report: bool = True, executor: Optional[str] = None,
+                ray_address: Optional[str] = None, ray_cpus_per_run: Optional[float] = None,
+                ray_gpus_per_run: Optional[float] = None, stdout: Optional[TextIO] = None,
+                stderr: Optional[TextIO] = None) -> int:
+    """Run every run the selected claims need (skipping finished ones), then write and print the report.
+    ``executor`` (``local`` / ``ray``) and the ``ray_*`` values choose how the runs execute, as
+    ``fedhet sweep``'s flags (:mod:`fedhet.sweep.options`); they never change a run's result."""
+    from fedhet.sweep.options import sweep_options
+
+    stdout, stderr = console_streams(stdout, stderr)
+    started = time.monotonic()
+    try:
+        out_dir = out or default_out(tier)
+        _suite, claims, plan = _plan(claims_dir, only, tier, out_dir)
+        options = sweep_options(None, {"executor": executor, "ray_address": ray_address,
+                                       "ray_cpus_per_run": ray_cpus_per_run, "ray_gpus_per_run": ray_gpus_per_run})
+    except (FedhetError, ConfigError) as error:
+        _print(f"fedhet claims: {error}", stderr)
+        return EXIT_INPUT_ERROR
+    _print(f"fedhet claims: {len(claims)} claims, {len(plan.runs)} runs in {out_dir} ({TIER_TEXT[tier]})", stderr)
+    result = run_plan(plan, command="fedhet claims", dry_run=dry_run, jobs=jobs, overwrite=overwrite,
+                      stdout=stdout, stderr=stderr, options=options, label=lambda run: run.run_dir)
+    if isinstance(result, int):
+        return result
+    failed = result.failed
+    _print(f"fedhet claims: {len(result.ran)} ran, {len(plan.runs) - len(result.ran) - len(failed)} already "
+           f"finished, {len(failed)} failed, {time.monotonic() - started:.0f} s", stderr)
+    for outcome in failed:
+        _print(f"failed: {outcome.run.name}: {outcome.error}", stderr)
+    status = EXIT_FAILED_RUNS if failed else EXIT_OK
+    if report:
+        report_status = report_command(claims_dir=claims_dir, only=only, tier=tier, out=out_dir, stdout=stdout,
+                                       stderr=stderr)
+        status = report_status if report_status != EXIT_OK else status
+    return status
+
+
+def report_command(*, claims_dir: Optional[str] = None, only: Optional[str] = None, tier: str = "default",
+                   out: Optional[str] = None, report_dir: Optional[str] = None, stdout: Optional[TextIO] = None,
+                   stderr: Optional[TextIO] = None) -> int:
+    """Read the claims' runs, compute the verdicts, write ``claims.md``, ``claims.json`` and ``report.html``
+    into ``report_dir`` (default ``OUT/report``) and print the claims table."""
+    from fedhet.claims.definitions import check_tier, load_suite
+    from fedhet.claims.evaluate import evaluate_claims
+    from fedhet.claims.render import console_table
+    from fedhet.claims.report import write_claims_report
+    from fedhet.report.runs import RunDirectoryError
+
+    stdout, stderr = console_streams(stdout, stderr)
+    warnings: list[str] = []
+    try:
+        out_dir = Path(out or default_out(check_tier(tier)))
+        suite = load_suite(claims_dir or default_claims_dir())
+        claims = suite.select(_selection(only))
+        results = evaluate_claims(suite, claims, out_dir, tier=tier, warn=warnings.append)
+        files = write_claims_report(suite, results, out_dir, Path(report_dir) if report_dir else out_dir / "report",
+                                    tier=tier, warnings=warnings)
+    except (FedhetError, ConfigError, RunDirectoryError) as error:
+        _print(f"fedhet claims: {error}", stderr)
+        return EXIT_INPUT_ERROR
+    for warning in warnings:
+        _print(f"fedhet claims: warning: {warning}", stderr)
+    _print(console_table(results, tier=tier), stdout)
+    _print(f"Markdown: {files.markdown}", stdout)
+    _print(f"JSON:     {files.json}", stdout)
+    _print(f"HTML:     {files.html.resolve()}", stdout)
+    return EXIT_OK

@@ -1,0 +1,32 @@
+"""What became of one run of a sweep, shared by the local and the Ray executors
+(:mod:`fedhet.sweep.execute`, :mod:`fedhet.sweep.ray_executor`)."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Optional
+
+from fedhet.sweep.plan import PlannedRun
+from fedhet.sweep.progress import DONE, FAILED, SweepProgress
+
+
+@dataclasses.dataclass
+class RunOutcome:
+    run: PlannedRun
+    status: str                      # done | skipped (finished before) | failed
+    summary: Optional[dict[str, Any]] = None
+    error: Optional[str] = None
+
+
+def tail_of(path: Path, lines: int = 6) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return ""
+
+
+def show_outcome(view: SweepProgress, outcome: RunOutcome) -> None:
+    if outcome.status == DONE:
+        view.update(outcome.run.name, DONE, accuracy=(outcome.summary or {}).get("final_accuracy"))
+    else:
+        view.update(outcome.run.name, FAILED, note=(outcome.error or "").splitlines()[0][:80])
