@@ -14,7 +14,7 @@ from fedhet.client.scaffold import ControlVariate
 from fedhet.core.options import ConfigError
 from fedhet.config.schema import resolve_config
 from fedhet.core.registry import ALGORITHMS, CLIENT_SOLVERS
-from fedhet.server.adaptive import FedAvgMOptions
+from fedhet.algorithms.fedavgm import FedAvgMOptions
 from fedhet.server.base import ServerContext, ServerOptions
 
 

@@ -14,7 +14,8 @@ from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.participation.uniform import UniformOptions, UniformParticipation
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
 from fedhet.server.aware import AwareProjection, project_onto
-from fedhet.server.base import ServerContext, ServerOptions, ServerSGD, WeightedAverage
+from fedhet.server.averaging import WeightedAverageAggregator
+from fedhet.server.base import SGDOptimizer, ServerContext, ServerOptions
 from fedhet.server.methods import server_method
 
 from server_baseline_support import exact_min_norm, fedaware_direction
@@ -76,8 +77,8 @@ def test_projection_matches_the_formula_of_proposition_3_1():
 # --- composition -------------------------------------------------------------------------------------
 
 def test_compose_adds_the_transform_only_when_asked():
-    plain = server_method(WeightedAverage(), ServerSGD(1.0), ServerOptions())
-    aware = server_method(WeightedAverage(), ServerSGD(1.0), ServerOptions(aware=True, aware_alpha=0.2))
+    plain = server_method(WeightedAverageAggregator(), SGDOptimizer(1.0), ServerOptions())
+    aware = server_method(WeightedAverageAggregator(), SGDOptimizer(1.0), ServerOptions(aware=True, aware_alpha=0.2))
     assert plain.transforms == ()
     assert len(aware.transforms) == 1 and isinstance(aware.transforms[0], AwareProjection)
     assert aware.transforms[0].direction.settings.alpha == 0.2
@@ -86,9 +87,9 @@ def test_compose_adds_the_transform_only_when_asked():
 
 def test_a_method_that_is_not_a_gradient_step_refuses_aware():
     reason = "FedDyn's server sets x <- mean_S w_i - h/alpha"
-    assert server_method(WeightedAverage(), ServerSGD(1.0), ServerOptions(), not_a_gradient_step=reason).transforms == ()
+    assert server_method(WeightedAverageAggregator(), SGDOptimizer(1.0), ServerOptions(), not_a_gradient_step=reason).transforms == ()
     with pytest.raises(ConfigError, match=r"server.aware = True: .*Proposition 3.1.*FedDyn's server sets"):
-        server_method(WeightedAverage(), ServerSGD(1.0), ServerOptions(aware=True), not_a_gradient_step=reason)
+        server_method(WeightedAverageAggregator(), SGDOptimizer(1.0), ServerOptions(aware=True), not_a_gradient_step=reason)
 
 
 def test_fedavg_with_aware_steps_along_the_projection_of_its_own_step():

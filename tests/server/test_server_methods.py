@@ -7,19 +7,20 @@ import torch
 
 import fedhet.components  # noqa: F401  (registers the components)
 from fedhet.core.registry import SERVERS
-from fedhet.server.adaptive import (AdagradOptimizer, AdamOptimizer, AdaptiveOptions, AMSOptions, FedAMSGradOptimizer,
-                                    FedAMSOptimizer, YogiOptimizer)
+from fedhet.algorithms.adaptive import AdagradOptimizer, AdamOptimizer, AdaptiveOptions, YogiOptimizer
+from fedhet.algorithms.fedams import AMSOptions, FedAMSGradOptimizer, FedAMSOptimizer
 from fedhet.server.aware import AwareProjection
-from fedhet.server.base import ComposedServer, NoState, ServerContext, ServerSGD, ServerState, WeightedAverage, compose
+from fedhet.server.averaging import WeightedAverageAggregator
+from fedhet.server.base import ComposedServer, NoState, SGDOptimizer, ServerContext, ServerState, compose
 from fedhet.server.methods import server_method
 from fedhet.core.cohort import Cohort
 
 
 def test_compose_takes_the_transforms_it_is_given_and_nothing_else():
-    plain = compose(WeightedAverage(), ServerSGD(1.0))
+    plain = compose(WeightedAverageAggregator(), SGDOptimizer(1.0))
     assert isinstance(plain, ComposedServer) and plain.transforms == () and plain.stage is None
-    projection = server_method(WeightedAverage(), ServerSGD(1.0), SERVERS.get("fedavg").options_cls(aware=True)).transforms[0]
-    assert compose(WeightedAverage(), ServerSGD(1.0), (projection,)).transforms == (projection,)
+    projection = server_method(WeightedAverageAggregator(), SGDOptimizer(1.0), SERVERS.get("fedavg").options_cls(aware=True)).transforms[0]
+    assert compose(WeightedAverageAggregator(), SGDOptimizer(1.0), (projection,)).transforms == (projection,)
 
 
 def test_every_gradient_step_method_takes_the_aware_transform():

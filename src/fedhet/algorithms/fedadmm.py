@@ -3,16 +3,16 @@ which also defines the anchor ``x^0`` it needs) with ``x <- x + (eta_g / N) sum_
 from __future__ import annotations
 
 from fedhet.core.registry import SERVERS, register_algorithm
-from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD
+from fedhet.server.base import ComposedServer, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
-from fedhet.server.participation_weighted import AverageAll
+from fedhet.server.averaging import AverageAllAggregator
 
 
 @SERVERS.register("fedadmm", ServerOptions)
 def make_fedadmm_server(options: ServerOptions) -> ComposedServer:
     """FedADMM's server: x <- x + (eta_g/N) sum_S change_i."""
     # The sum over this round's clients divided by all N ("average all" in the FedAU paper).
-    return server_method(AverageAll(), ServerSGD(options.learning_rate), options)
+    return server_method(AverageAllAggregator(), SGDOptimizer(options.learning_rate), options)
 
 
 register_algorithm("fedadmm", client="fedadmm", server="fedadmm")

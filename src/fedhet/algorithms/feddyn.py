@@ -8,7 +8,7 @@ import torch
 
 from fedhet.client.feddyn import FedDynOptions
 from fedhet.core.registry import SERVERS, register_algorithm
-from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD
+from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
 
 NOT_A_GRADIENT_STEP = "FedDyn's server sets x <- mean_S w_i - h/alpha, which is not a gradient step"
@@ -49,7 +49,7 @@ class FedDynAggregator:
 @SERVERS.register("feddyn", ServerOptions, client="feddyn", client_options_cls=FedDynOptions)
 def make_feddyn_server(options: ServerOptions, client: FedDynOptions) -> ComposedServer:
     """FedDyn's server: h <- h - alpha mean_N(delta), x <- mean_S w_i - h/alpha (eta_g = 1 is the paper's)."""
-    return server_method(FedDynAggregator(client.alpha), ServerSGD(options.learning_rate), options,
+    return server_method(FedDynAggregator(client.alpha), SGDOptimizer(options.learning_rate), options,
                          not_a_gradient_step=NOT_A_GRADIENT_STEP)
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from fedhet.algorithms.feddyn import FedDynAggregator
 from fedhet.client.fedspeed import FedSpeedOptions
 from fedhet.core.registry import SERVERS, register_algorithm
-from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD
+from fedhet.server.base import ComposedServer, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
-from fedhet.server.participation_weighted import AverageParticipating
+from fedhet.server.averaging import AverageParticipatingAggregator
 
 NOT_A_GRADIENT_STEP = ("FedSpeed's released-code variant uses FedDyn's server rule x <- mean_S w_i - lambda h, "
                        "which is not a gradient step")
@@ -30,9 +30,9 @@ def uses_dual(client: FedSpeedOptions) -> bool:
 def make_fedspeed_server(options: ServerOptions, client: FedSpeedOptions) -> ComposedServer:
     """FedSpeed's server: x <- x + eta_g mean_S (xhat_i - x) (paper); FedDyn's rule for variant released-code."""
     if uses_dual(client):
-        return server_method(FedDynAggregator(client.prox_weight), ServerSGD(options.learning_rate), options,
+        return server_method(FedDynAggregator(client.prox_weight), SGDOptimizer(options.learning_rate), options,
                              not_a_gradient_step=NOT_A_GRADIENT_STEP)
-    return server_method(AverageParticipating(), ServerSGD(options.learning_rate), options)
+    return server_method(AverageParticipatingAggregator(), SGDOptimizer(options.learning_rate), options)
 
 
 register_algorithm("fedspeed", client="fedspeed", server="fedspeed")

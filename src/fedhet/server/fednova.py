@@ -21,11 +21,11 @@ import torch
 
 from fedhet.core.cohort import EFFECTIVE_STEPS, Cohort
 from fedhet.core.registry import SERVERS
-from fedhet.server.base import NoState, ServerContext, ServerOptions, ServerSGD, data_size_weights
+from fedhet.server.base import NoState, ServerContext, ServerOptions, SGDOptimizer, data_size_weights
 from fedhet.server.methods import server_method
 
 
-class NormalizedAverage:
+class NormalizedAverageAggregator:
     """FedNova's aggregation ``G = tau_eff sum_S p_i g_i / a_i`` (module docstring); keeps no state."""
 
     def init(self, params: torch.Tensor, context: ServerContext) -> NoState:
@@ -54,4 +54,4 @@ class NormalizedAverage:
 @SERVERS.register("fednova", ServerOptions)
 def make_fednova(options: ServerOptions):
     """FedNova: G = tau_eff sum_S p_i g_i / a_i, tau_eff = sum_S p_i a_i; x <- x - eta_g G (Wang et al. 2020)."""
-    return server_method(NormalizedAverage(), ServerSGD(options.learning_rate), options)
+    return server_method(NormalizedAverageAggregator(), SGDOptimizer(options.learning_rate), options)

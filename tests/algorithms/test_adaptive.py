@@ -10,7 +10,8 @@ import torch
 from fedhet.core.cohort import Cohort
 from fedhet.core.options import ConfigError
 from fedhet.participation.uniform import UniformOptions, make_uniform
-from fedhet.server.adaptive import AdaptiveOptions, AMSOptions
+from fedhet.algorithms.adaptive import AdaptiveOptions
+from fedhet.algorithms.fedams import AMSOptions
 
 from server_baseline_support import (assert_resume_is_bitwise, assert_states_equal, build_server, cohort, context,
                                      problem, simulator)

@@ -1,7 +1,8 @@
-"""FedMGDA+: multiple-gradient descent over this round's clients, with weights kept near ``p``.
+"""FedMGDA+ (Hu, Wang, Gong, Yu, IEEE TNSE 2022)
 
-Hu, Wang, Gong, Yu, "FedMGDA+: Federated Learning meets Multi-objective Optimization" (IEEE TNSE
-2022); docs/algorithms.md section 2. Each round, with ``ghat_i = g_i / ||g_i||`` for ``i in S_t``::
+"FedMGDA+: Federated Learning meets Multi-objective Optimization": multiple-gradient descent over
+this round's clients, with weights kept near the data weights ``p``; docs/algorithms.md section 2.
+Each round, with ``ghat_i = g_i / ||g_i||`` for ``i in S_t``::
 
     lambda = argmin || sum_{i in S} lambda_i ghat_i ||^2
              over { lambda : sum_i lambda_i = 1,  lambda_i >= 0,  |lambda_i - p_i| <= eps }
@@ -31,6 +32,9 @@ A client whose update is exactly zero has no direction; its ``ghat_i`` is taken 
 minimum norm is zero (that client is stationary: no common descent direction) and the step is
 zero (up to the solver's rounding floor). Metrics: ``mgda_weight_entropy``, ``mgda_num_nonzero``, ``solver_iterations``,
 ``solver_gap``.
+
+Rule table server:
+    | FedMGDA+ (Hu 2022) | unit-normalised `g_i` of this round's clients; `lambda = argmin ||sum lambda_i ghat_i||^2` on the simplex intersected with `|lambda_i - p_i| <= eps` (eps=1 gives the plain simplex) | `x <- x - eta_g sum lambda_i ghat_i` |
 """
 from __future__ import annotations
 
@@ -40,13 +44,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedhet.core.options import option
 from fedhet.core.cohort import Cohort
+from fedhet.core.options import option
 from fedhet.core.registry import SERVERS
-from fedhet.server.base import NoState, ComposedServer, ServerContext, ServerOptions, ServerSGD
-from fedhet.server.methods import server_method
+from fedhet.server.base import ComposedServer, NoState, ServerContext, ServerOptions, SGDOptimizer
 from fedhet.server.fedaware import weight_entropy
 from fedhet.server.gram import normalized_gram
+from fedhet.server.methods import server_method
 from fedhet.server.min_norm import min_norm_weights
 
 # Same rounding floor as fedhet.server.min_norm: 8 N eps_float64 max_i Q_ii.
@@ -202,4 +206,4 @@ def make_fedmgda_plus(options: FedMgdaOptions) -> ComposedServer:
     lambda = min-norm weights of the unit-normalised updates with |lambda_i - p_i| <= epsilon;
     x <- x - eta_g sum lambda_i g_i/||g_i||."""
     aggregator = FedMgdaAggregator(options.epsilon, options.solver_tol, options.solver_max_iter)
-    return server_method(aggregator, ServerSGD(options.learning_rate), options)
+    return server_method(aggregator, SGDOptimizer(options.learning_rate), options)
