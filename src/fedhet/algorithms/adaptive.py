@@ -127,19 +127,19 @@ class YogiOptimizer(AdaptiveOptimizer):
         return second - (1 - self.beta2) * grad_sq * torch.sign(second - grad_sq)
 
 
-@SERVERS.register("fedadagrad", AdaptiveOptions)
+@SERVERS.register("fedadagrad", AdaptiveOptions, gradient_step=True)
 def make_fedadagrad(options: AdaptiveOptions):
     """FedAdagrad: m <- b1 m + (1-b1) G; v <- v + G^2; x <- x - eta_g m/(sqrt(v)+tau) (Reddi et al. 2021)."""
     return server_method(WeightedAverageAggregator(), AdagradOptimizer.from_options(options), options)
 
 
-@SERVERS.register("fedadam", AdaptiveOptions)
+@SERVERS.register("fedadam", AdaptiveOptions, gradient_step=True)
 def make_fedadam(options: AdaptiveOptions):
     """FedAdam: m <- b1 m + (1-b1) G; v <- b2 v + (1-b2) G^2; x <- x - eta_g m/(sqrt(v)+tau) (Reddi et al. 2021)."""
     return server_method(WeightedAverageAggregator(), AdamOptimizer.from_options(options), options)
 
 
-@SERVERS.register("fedyogi", AdaptiveOptions)
+@SERVERS.register("fedyogi", AdaptiveOptions, gradient_step=True)
 def make_fedyogi(options: AdaptiveOptions):
     """FedYogi: v <- v - (1-b2) G^2 sign(v - G^2); x <- x - eta_g m/(sqrt(v)+tau) (Reddi et al. 2021)."""
     return server_method(WeightedAverageAggregator(), YogiOptimizer.from_options(options), options)

@@ -8,7 +8,7 @@ from fedhet.server.methods import server_method
 from fedhet.server.averaging import AverageAllAggregator
 
 
-@SERVERS.register("fedadmm", ServerOptions)
+@SERVERS.register("fedadmm", ServerOptions, gradient_step=True)
 def make_fedadmm_server(options: ServerOptions) -> ComposedServer:
     """FedADMM's server: x <- x + (eta_g/N) sum_S change_i."""
     # The sum over this round's clients divided by all N ("average all" in the FedAU paper).

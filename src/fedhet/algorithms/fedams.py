@@ -123,13 +123,13 @@ class FedAMSGradOptimizer(AMSOptimizer):
         return root + self.eps
 
 
-@SERVERS.register("fedams", AMSOptions)
+@SERVERS.register("fedams", AMSOptions, gradient_step=True)
 def make_fedams(options: AMSOptions):
     """FedAMS: Adam moments; vhat <- max(vhat, v, eps); x <- x - eta m/sqrt(vhat) (Wang, Lin, Chen 2022)."""
     return server_method(WeightedAverageAggregator(), FedAMSOptimizer.from_options(options), options)
 
 
-@SERVERS.register("fedamsgrad", AMSOptions)
+@SERVERS.register("fedamsgrad", AMSOptions, gradient_step=True)
 def make_fedamsgrad(options: AMSOptions):
     """FedAMSGrad: Adam moments; vhat <- max(vhat, v); x <- x - eta m/(sqrt(vhat)+eps) (Wang, Lin, Chen 2022)."""
     return server_method(WeightedAverageAggregator(), FedAMSGradOptimizer.from_options(options), options)

@@ -277,25 +277,25 @@ class KnownParticipationAggregator:
             "known_weight_mean": float(weights.mean()), "known_weight_max": float(weights.max())}
 
 
-@SERVERS.register("fedau", FedAUOptions)
+@SERVERS.register("fedau", FedAUOptions, gradient_step=True)
 def make_fedau(options: FedAUOptions):
     """FedAU: x <- x + (eta_g/N) sum_S omega_n delta_n, omega_n from n's participation intervals (Wang & Ji 2024)."""
     return server_method(FedAUAggregator(options.cutoff), SGDOptimizer(options.learning_rate), options)
 
 
-@SERVERS.register("average_participating", ServerOptions)
+@SERVERS.register("average_participating", ServerOptions, gradient_step=True)
 def make_average_participating(options: ServerOptions):
     """Average participating: x <- x + (eta_g/|S|) sum_S delta_n (FedAU paper's baseline)."""
     return server_method(AverageParticipatingAggregator(), SGDOptimizer(options.learning_rate), options)
 
 
-@SERVERS.register("average_all", ServerOptions)
+@SERVERS.register("average_all", ServerOptions, gradient_step=True)
 def make_average_all(options: ServerOptions):
     """Average all: x <- x + (eta_g/N) sum_S delta_n (FedAU paper's baseline)."""
     return server_method(AverageAllAggregator(), SGDOptimizer(options.learning_rate), options)
 
 
-@SERVERS.register("known_participation", ServerOptions)
+@SERVERS.register("known_participation", ServerOptions, gradient_step=True)
 def make_known_participation(options: ServerOptions):
     """Known participation statistics: x <- x + (eta_g/N) sum_S delta_n / p_n (FedAU paper's baseline)."""
     return server_method(KnownParticipationAggregator(), SGDOptimizer(options.learning_rate), options)

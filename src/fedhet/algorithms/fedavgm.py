@@ -57,7 +57,7 @@ class MomentumOptimizer:
         return self.learning_rate * velocity, MomentumState(velocity)
 
 
-@SERVERS.register("fedavgm", FedAvgMOptions)
+@SERVERS.register("fedavgm", FedAvgMOptions, gradient_step=True)
 def make_fedavgm(options: FedAvgMOptions):
     """FedAvgM: G = sum_S p_i g_i; v <- beta v + G; x <- x - eta_g v (Hsu et al. 2019)."""
     return server_method(WeightedAverageAggregator(), MomentumOptimizer(options.learning_rate, options.momentum), options)

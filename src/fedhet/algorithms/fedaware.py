@@ -9,7 +9,7 @@ from fedhet.server.fedaware import DirectionSettings, FedAwareAggregator, FedAwa
 from fedhet.server.methods import server_method
 
 
-@SERVERS.register("fedaware", FedAwareOptions)
+@SERVERS.register("fedaware", FedAwareOptions, gradient_step=True)
 def make_fedaware(options: FedAwareOptions) -> ComposedServer:
     """FedAWARE (Zeng et al., AISTATS 2025): step along the min-norm combination of per-client momenta.
 

@@ -7,11 +7,11 @@ from typing import NamedTuple
 import torch
 
 from fedhet.client.feddyn import FedDynOptions
-from fedhet.core.registry import SERVERS, register_algorithm
+from fedhet.core.registry import SERVERS, NotAGradientStep, register_algorithm
 from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
 
-NOT_A_GRADIENT_STEP = "FedDyn's server sets x <- mean_S w_i - h/alpha, which is not a gradient step"
+NOT_A_GRADIENT_STEP = NotAGradientStep("FedDyn's server sets x <- mean_S w_i - h/alpha, which is not a gradient step")
 
 
 class FedDynState(NamedTuple):
@@ -46,11 +46,11 @@ class FedDynAggregator:
         return -cohort.deltas.mean(dim=0) + h / alpha, FedDynState(h), {"feddyn_h_norm": float(torch.linalg.vector_norm(h))}
 
 
-@SERVERS.register("feddyn", ServerOptions, client="feddyn", client_options_cls=FedDynOptions)
+@SERVERS.register("feddyn", ServerOptions, client="feddyn", client_options_cls=FedDynOptions,
+                  gradient_step=NOT_A_GRADIENT_STEP)
 def make_feddyn_server(options: ServerOptions, client: FedDynOptions) -> ComposedServer:
     """FedDyn's server: h <- h - alpha mean_N(delta), x <- mean_S w_i - h/alpha (eta_g = 1 is the paper's)."""
-    return server_method(FedDynAggregator(client.alpha), SGDOptimizer(options.learning_rate), options,
-                         not_a_gradient_step=NOT_A_GRADIENT_STEP)
+    return server_method(FedDynAggregator(client.alpha), SGDOptimizer(options.learning_rate), options)
 
 
 register_algorithm("feddyn", client="feddyn", server="feddyn")

@@ -199,7 +199,7 @@ class FedMgdaAggregator:
         return coefficients @ updates, state, metrics
 
 
-@SERVERS.register("fedmgda_plus", FedMgdaOptions)
+@SERVERS.register("fedmgda_plus", FedMgdaOptions, gradient_step=True)
 def make_fedmgda_plus(options: FedMgdaOptions) -> ComposedServer:
     """FedMGDA+ (Hu et al. 2022): min-norm combination of normalised updates, weights near p.
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from fedhet.algorithms.feddyn import FedDynAggregator
 from fedhet.client.fedspeed import FedSpeedOptions
-from fedhet.core.registry import SERVERS, register_algorithm
+from fedhet.core.registry import SERVERS, NotAGradientStep, register_algorithm
 from fedhet.server.base import ComposedServer, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
 from fedhet.server.averaging import AverageParticipatingAggregator
 
-NOT_A_GRADIENT_STEP = ("FedSpeed's released-code variant uses FedDyn's server rule x <- mean_S w_i - lambda h, "
-                       "which is not a gradient step")
+NOT_A_GRADIENT_STEP = NotAGradientStep("FedSpeed's released-code variant uses FedDyn's server rule "
+                                       "x <- mean_S w_i - lambda h, which is not a gradient step")
 
 
 def uses_dual(client: FedSpeedOptions) -> bool:
@@ -26,12 +26,17 @@ def uses_dual(client: FedSpeedOptions) -> bool:
     return client.variant == "released-code" and client.prox_weight > 0 and client.prox_correction
 
 
-@SERVERS.register("fedspeed", ServerOptions, client="fedspeed", client_options_cls=FedSpeedOptions)
+def gradient_step(options: ServerOptions, client: FedSpeedOptions) -> bool | NotAGradientStep:
+    """The paper's rule is a gradient step; FedDyn's rule (released-code variant with the dual) is not."""
+    return NOT_A_GRADIENT_STEP if uses_dual(client) else True
+
+
+@SERVERS.register("fedspeed", ServerOptions, client="fedspeed", client_options_cls=FedSpeedOptions,
+                  gradient_step=gradient_step)
 def make_fedspeed_server(options: ServerOptions, client: FedSpeedOptions) -> ComposedServer:
     """FedSpeed's server: x <- x + eta_g mean_S (xhat_i - x) (paper); FedDyn's rule for variant released-code."""
     if uses_dual(client):
-        return server_method(FedDynAggregator(client.prox_weight), SGDOptimizer(options.learning_rate), options,
-                             not_a_gradient_step=NOT_A_GRADIENT_STEP)
+        return server_method(FedDynAggregator(client.prox_weight), SGDOptimizer(options.learning_rate), options)
     return server_method(AverageParticipatingAggregator(), SGDOptimizer(options.learning_rate), options)
 
 

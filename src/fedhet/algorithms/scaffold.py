@@ -9,7 +9,7 @@ from fedhet.server.methods import server_method
 from fedhet.server.averaging import AverageParticipatingAggregator
 
 
-@SERVERS.register("scaffold", ServerOptions)
+@SERVERS.register("scaffold", ServerOptions, gradient_step=True)
 def make_scaffold_server(options: ServerOptions) -> ComposedServer:
     """SCAFFOLD's server: x <- x + eta_g mean_S delta_i (c is the solver's server stage)."""
     # Karimireddy et al. 2020, Algorithm 1: the unweighted mean over the participants.

@@ -7,7 +7,7 @@ from fedhet.server.base import ComposedServer, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
 
 
-@SERVERS.register("fedavg", ServerOptions)
+@SERVERS.register("fedavg", ServerOptions, gradient_step=True)
 def make_fedavg(options: ServerOptions) -> ComposedServer:
     """FedAvg: G = sum_S (n_i / n_S) g_i;  x <- x - eta_g G."""
     return server_method(WeightedAverageAggregator(), SGDOptimizer(options.learning_rate), options)

@@ -51,7 +51,7 @@ class NormalizedAverageAggregator:
         return weights @ cohort.pseudo_gradients, state, metrics
 
 
-@SERVERS.register("fednova", ServerOptions)
+@SERVERS.register("fednova", ServerOptions, gradient_step=True)
 def make_fednova(options: ServerOptions):
     """FedNova: G = tau_eff sum_S p_i g_i / a_i, tau_eff = sum_S p_i a_i; x <- x - eta_g G (Wang et al. 2020)."""
     return server_method(NormalizedAverageAggregator(), SGDOptimizer(options.learning_rate), options)

@@ -125,13 +125,13 @@ class MIFAAggregator:
         return pseudo_gradient, state, {"memory_clients_seen": float(self.table.clients_seen(state))}
 
 
-@SERVERS.register("fedvarp", ServerOptions)
+@SERVERS.register("fedvarp", ServerOptions, gradient_step=True)
 def make_fedvarp(options: ServerOptions):
     """FedVarp: G = mean_S(g_n - y_n) + mean_all(y_n); y_n <- g_n on S; x <- x - eta_g G (Jhunjhunwala et al. 2022)."""
     return server_method(FedVarpAggregator(), SGDOptimizer(options.learning_rate), options)
 
 
-@SERVERS.register("mifa", ServerOptions)
+@SERVERS.register("mifa", ServerOptions, gradient_step=True)
 def make_mifa(options: ServerOptions):
     """MIFA: y_n <- g_n on S; G = (1/N) sum_all y_n, every round; x <- x - eta_g G (Gu et al. 2021)."""
     return server_method(MIFAAggregator(), SGDOptimizer(options.learning_rate), options)
