@@ -196,6 +196,14 @@ def test_backends_give_the_sequential_run(client, pool):
 
 # --- AWARE -------------------------------------------------------------------------------------------
 
+# The FedAWARE paper's own ruling (AISTATS 2025, Section 5 and Table 2), an independent check of the
+# declarations for the server methods it rules on: it applies the AWARE extension to FedAvg, FedAvgM,
+# FedYogi and FedAMS (and to FedProx and FedCM, local solvers that run with FedAvg's server), and
+# leaves out FedDyn, "which does not follow the global gradient descent rule". Every other method
+# is checked against its declaration alone.
+FEDAWARE_PAPER_RULING = {"fedavg": True, "fedavgm": True, "fedyogi": True, "fedams": True, "feddyn": False}
+
+
 @pytest.mark.parametrize("server", SERVERS.names())
 def test_aware_is_accepted_or_refused_as_each_method_declares(server, tmp_path):
     client = partner_client(server)
@@ -203,6 +211,8 @@ def test_aware_is_accepted_or_refused_as_each_method_declares(server, tmp_path):
     # The declaration, for this run's options (FedSpeed's depends on its solver's variant).
     entry = SERVERS.get(server)
     reason = entry.not_a_gradient_step(config.server.options, config.client.options if entry.client else None)
+    if server in FEDAWARE_PAPER_RULING:
+        assert (reason is None) == FEDAWARE_PAPER_RULING[server], f"{server}: declared {entry.gradient_step!r}"
     if reason is not None:
         with pytest.raises(ConfigError) as refused:
             build(config)
