@@ -7,14 +7,14 @@ import torch
 
 import fedhet.components  # noqa: F401  (registers the components)
 from fedhet.algorithms import Algorithm, build, build_parts, server_for
+from fedhet.algorithms.fedavgm import FedAvgMOptions
 from fedhet.client.base import ClientOptions
 from fedhet.client.feddyn import FedDynOptions
 from fedhet.client.fedspeed import FedSpeedOptions
 from fedhet.client.scaffold import ControlVariate
-from fedhet.core.options import ConfigError
 from fedhet.config.schema import resolve_config
+from fedhet.core.options import ConfigError
 from fedhet.core.registry import ALGORITHMS, CLIENT_SOLVERS
-from fedhet.algorithms.fedavgm import FedAvgMOptions
 from fedhet.server.base import ServerContext, ServerOptions
 
 

@@ -9,15 +9,21 @@ import math
 import pytest
 import torch
 
+from fedhet.algorithms.fedau import fedau_state_init, fedau_state_step, fedau_weights
 from fedhet.core.cohort import Cohort
 from fedhet.core.options import ConfigError
 from fedhet.participation.full import FullOptions, make_full
 from fedhet.participation.heterogeneous import HeterogeneousOptions, make_heterogeneous
 from fedhet.participation.uniform import UniformOptions, make_uniform
-from fedhet.algorithms.fedau import fedau_state_init, fedau_state_step, fedau_weights
-
-from server_baseline_support import (ScriptedParticipation, assert_resume_is_bitwise, build_server, cohort,
-                                     context, problem, simulator)
+from server_baseline_support import (
+    ScriptedParticipation,
+    assert_resume_is_bitwise,
+    build_server,
+    cohort,
+    context,
+    problem,
+    simulator,
+)
 
 N = 6
 

@@ -6,20 +6,19 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401  (registers the servers)
+from fedhet.algorithms import server_for
 from fedhet.client.base import ClientOptions
 from fedhet.core.cohort import Cohort
 from fedhet.core.options import ConfigError, build_options
-from fedhet.algorithms import server_for
 from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, NotAGradientStep
 from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.participation.uniform import UniformOptions, UniformParticipation
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
-from fedhet.server.aware import AwareProjection, project_onto
 from fedhet.server.averaging import WeightedAverageAggregator
-from fedhet.server.base import SGDOptimizer, ServerContext, ServerOptions
+from fedhet.server.aware import AwareProjection, project_onto
+from fedhet.server.base import ServerContext, ServerOptions, SGDOptimizer
 from fedhet.server.methods import refuse_aware_unless_gradient_step, server_method
-
-from server_baseline_support import exact_min_norm, fedaware_direction
+from server_baseline_support import fedaware_direction
 
 F64 = torch.float64
 

@@ -6,14 +6,14 @@ import sys
 import torch
 
 import fedhet.components  # noqa: F401  (registers the components)
-from fedhet.core.registry import SERVERS
 from fedhet.algorithms.adaptive import AdagradOptimizer, AdamOptimizer, AdaptiveOptions, YogiOptimizer
 from fedhet.algorithms.fedams import AMSOptions, FedAMSGradOptimizer, FedAMSOptimizer
-from fedhet.server.aware import AwareProjection
-from fedhet.server.averaging import WeightedAverageAggregator
-from fedhet.server.base import ComposedServer, NoState, SGDOptimizer, ServerContext, ServerState, compose
-from fedhet.server.methods import server_method
 from fedhet.core.cohort import Cohort
+from fedhet.core.registry import SERVERS
+from fedhet.server.averaging import WeightedAverageAggregator
+from fedhet.server.aware import AwareProjection
+from fedhet.server.base import ComposedServer, NoState, ServerContext, ServerState, SGDOptimizer, compose
+from fedhet.server.methods import server_method
 
 
 def test_compose_takes_the_transforms_it_is_given_and_nothing_else():

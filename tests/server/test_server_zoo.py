@@ -38,7 +38,6 @@ from fedhet.core.store import StoreOptions
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.runner import build_federation
 from fedhet.engine.simulator import Simulator
-
 from server_baseline_support import ScriptedParticipation, fedaware_direction
 from small_run import SMALL
 
