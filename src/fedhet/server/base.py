@@ -54,7 +54,8 @@ class ServerContext:
 
 
 class NoState(NamedTuple):
-    """The state of a stage that keeps none (e.g. :class:`WeightedAverageAggregator`, :class:`SGDOptimizer`)."""
+    """The state of a stage that keeps none (e.g. :class:`SGDOptimizer`,
+    :class:`~fedhet.server.averaging.WeightedAverageAggregator`)."""
 
 
 class Aggregator(Protocol):
