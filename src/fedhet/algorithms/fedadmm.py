@@ -3,9 +3,9 @@ which also defines the anchor ``x^0`` it needs) with ``x <- x + (eta_g / N) sum_
 from __future__ import annotations
 
 from fedhet.core.registry import SERVERS, register_algorithm
+from fedhet.server.averaging import AverageAllAggregator
 from fedhet.server.base import ComposedServer, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
-from fedhet.server.averaging import AverageAllAggregator
 
 
 @SERVERS.register("fedadmm", ServerOptions, gradient_step=True)

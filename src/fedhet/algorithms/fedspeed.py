@@ -13,9 +13,9 @@ from __future__ import annotations
 from fedhet.algorithms.feddyn import FedDynAggregator
 from fedhet.client.fedspeed import FedSpeedOptions
 from fedhet.core.registry import SERVERS, NotAGradientStep, register_algorithm
+from fedhet.server.averaging import AverageParticipatingAggregator
 from fedhet.server.base import ComposedServer, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
-from fedhet.server.averaging import AverageParticipatingAggregator
 
 NOT_A_GRADIENT_STEP = NotAGradientStep("FedSpeed's released-code variant uses FedDyn's server rule "
                                        "x <- mean_S w_i - lambda h, which is not a gradient step")

@@ -4,9 +4,9 @@ participants: ``x <- x + eta_g (1/|S|) sum_{i in S} delta_i``."""
 from __future__ import annotations
 
 from fedhet.core.registry import SERVERS, register_algorithm
+from fedhet.server.averaging import AverageParticipatingAggregator
 from fedhet.server.base import ComposedServer, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
-from fedhet.server.averaging import AverageParticipatingAggregator
 
 
 @SERVERS.register("scaffold", ServerOptions, gradient_step=True)

@@ -27,9 +27,9 @@ from fedhet.core.options import ConfigError
 @dataclasses.dataclass(frozen=True)
 class NotAGradientStep:
     """A server method's declaration that its update is not a gradient step ``x <- x - eta_g d``,
-    with the reason (quoted when ``server.aware = true`` is refused), e.g. FedDyn's server, which sets
-    ``x <- mean_S w_i - h/alpha`` (FedAWARE, AISTATS 2025, Section 5, leaves FedDyn out of its AWARE experiments as one "which does not follow
-    the global gradient descent rule")."""
+    with the reason (quoted when ``server.aware = true`` is refused); e.g. FedDyn's server, which
+    sets ``x <- mean_S w_i - h/alpha`` (FedAWARE, AISTATS 2025, Section 5, leaves FedDyn out of its
+    AWARE experiments as a method "which does not follow the global gradient descent rule")."""
 
     reason: str
 
