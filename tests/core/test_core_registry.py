@@ -2,6 +2,8 @@
 import pytest
 
 from fedhet.core.registry import ALGORITHMS, NotAGradientStep, Registry, ServerRegistry, register_algorithm
+from fedhet.error_lines import error_line
+from fedhet.errors import FedhetError
 
 
 def test_registering_twice_is_refused_with_the_way_out_named():
@@ -32,8 +34,12 @@ def test_an_algorithm_pair_can_be_replaced():
 
 def test_a_server_registered_without_its_gradient_step_declaration_is_refused_naming_it():
     registry = ServerRegistry("server")
-    with pytest.raises(ValueError, match="server 'mine' registered without gradient_step"):
+    with pytest.raises(ValueError, match="server 'mine' registered without gradient_step") as refused:
         registry.register("mine", object)
+    # The registering code's error (a user's --module too): one line on the command line, no traceback.
+    assert isinstance(refused.value, FedhetError)
+    line, _ = error_line(refused.value)
+    assert line.startswith("fedhet: server 'mine' registered without gradient_step") and "internal error" not in line
     for wrong in (False, None, "not a step", 1):
         with pytest.raises(ValueError, match="server 'mine': gradient_step must be True"):
             registry.register("mine", object, gradient_step=wrong)

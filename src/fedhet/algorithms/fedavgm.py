@@ -60,4 +60,5 @@ class MomentumOptimizer:
 @SERVERS.register("fedavgm", FedAvgMOptions, gradient_step=True)
 def make_fedavgm(options: FedAvgMOptions):
     """FedAvgM: G = sum_S p_i g_i; v <- beta v + G; x <- x - eta_g v (Hsu et al. 2019)."""
-    return server_method(WeightedAverageAggregator(), MomentumOptimizer(options.learning_rate, options.momentum), options)
+    optimizer = MomentumOptimizer(options.learning_rate, options.momentum)
+    return server_method(WeightedAverageAggregator(), optimizer, options)

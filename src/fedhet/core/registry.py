@@ -22,6 +22,13 @@ import difflib
 from typing import Any, Callable, Optional, Union
 
 from fedhet.core.options import ConfigError
+from fedhet.errors import FedhetError
+
+
+class RegistrationError(FedhetError, ValueError):
+    """A component registered wrongly (a name twice, a server method without its ``gradient_step``
+    declaration): the registering code's to fix, so the command line prints it as one line (a user's
+    ``--module`` registers components too)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +42,7 @@ class NotAGradientStep:
 
     def __post_init__(self) -> None:
         if not isinstance(self.reason, str) or not self.reason.strip():
-            raise ValueError(f"NotAGradientStep needs the reason as a non-empty string, got {self.reason!r}")
+            raise RegistrationError(f"NotAGradientStep needs the reason as a non-empty string, got {self.reason!r}")
 
 
 # What ``SERVERS.register(..., gradient_step=...)`` takes: True (a gradient step for every option
@@ -49,9 +56,9 @@ def _check_declaration(name: str, declaration: Any) -> None:
     """Refuse a ``gradient_step`` declaration that is none of the three forms of :data:`GradientStep`."""
     if declaration is True or isinstance(declaration, NotAGradientStep) or callable(declaration):
         return
-    raise ValueError(f"server {name!r}: gradient_step must be True (its update is x <- x - eta_g d, FedAWARE "
-                     "Proposition 3.1), NotAGradientStep(reason), or a function of its options returning one of "
-                     f"them; got {declaration!r}")
+    raise RegistrationError(f"server {name!r}: gradient_step must be True (its update is x <- x - eta_g d, "
+                            "FedAWARE Proposition 3.1), NotAGradientStep(reason), or a function of its options "
+                            f"returning one of them; got {declaration!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,13 +84,13 @@ class Entry:
         options (its declared :class:`NotAGradientStep` reason); None when it is one.
         ``client_options``: the solver's options, for a method built from them (``client``)."""
         if self.gradient_step is None:
-            raise ValueError(f"{self.name!r} declares no gradient_step: only server methods do")
+            raise RegistrationError(f"{self.name!r} declares no gradient_step: only server methods do")
         declaration = self.gradient_step
         if callable(declaration):
             declaration = declaration(options) if self.client is None else declaration(options, client_options)
             if not (declaration is True or isinstance(declaration, NotAGradientStep)):
-                raise ValueError(f"server {self.name!r}: its gradient_step rule returned {declaration!r}; "
-                                 "it must return True or NotAGradientStep(reason)")
+                raise RegistrationError(f"server {self.name!r}: its gradient_step rule returned {declaration!r}; "
+                                        "it must return True or NotAGradientStep(reason)")
         return declaration.reason if isinstance(declaration, NotAGradientStep) else None
 
 
@@ -110,8 +117,8 @@ class Registry:
                    **fields: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         def decorator(factory: Callable[..., Any]) -> Callable[..., Any]:
             if name in self._entries and not replace:
-                raise ValueError(f"{self.kind} {name!r} registered twice; pass replace=True to "
-                                 "replace it (e.g. when a notebook cell runs again)")
+                raise RegistrationError(f"{self.kind} {name!r} registered twice; pass replace=True to "
+                                        "replace it (e.g. when a notebook cell runs again)")
             summary = (factory.__doc__ or "").strip().splitlines()[0] if factory.__doc__ else ""
             self._entries[name] = Entry(name, factory, options_cls, summary, **fields)
             return factory
@@ -153,10 +160,10 @@ class ServerRegistry(Registry):
         or a function of the options returning one of them. Required: a registration without it
         is refused, naming the method."""
         if gradient_step is _UNDECLARED:
-            raise ValueError(f"server {name!r} registered without gradient_step: declare whether its update is a "
-                             "gradient step x <- x - eta_g d (FedAWARE Proposition 3.1, the premise of "
-                             "server.aware): gradient_step=True, gradient_step=NotAGradientStep(reason), or a "
-                             "function of its options returning one of them")
+            raise RegistrationError(f"server {name!r} registered without gradient_step: declare whether its update "
+                                    "is a gradient step x <- x - eta_g d (FedAWARE Proposition 3.1, the premise of "
+                                    "server.aware): gradient_step=True, gradient_step=NotAGradientStep(reason), or a "
+                                    "function of its options returning one of them")
         _check_declaration(name, gradient_step)
         return self._decorator(name, options_cls, replace, client=client, client_options_cls=client_options_cls,
                                gradient_step=gradient_step)
@@ -180,5 +187,5 @@ def register_algorithm(name: str, *, client: str, server: str, replace: bool = F
     """Make ``algorithm = name`` select ``client.name = client`` and ``server.name = server``
     (``replace=True``: a name registered before now means this pair, as :meth:`Registry.register`)."""
     if name in ALGORITHMS and not replace:
-        raise ValueError(f"algorithm {name!r} registered twice; pass replace=True to replace it")
+        raise RegistrationError(f"algorithm {name!r} registered twice; pass replace=True to replace it")
     ALGORITHMS[name] = AlgorithmPair(client, server)
