@@ -33,7 +33,7 @@ def resume_run(*args, **kwargs):
 # stays light, and ``fedhet.min_norm_weights`` is the function itself (signature and docstring).
 _LAZY_FUNCTIONS = {
     "min_norm_weights": "fedhet.server.min_norm",   # min w^T Q w over the simplex (FedAWARE's weights)
-    "fedau_weights": "fedhet.server.fedau_weights",  # FedAU Algorithm 2 weights from participation
+    "fedau_weights": "fedhet.algorithms.fedau",  # FedAU Algorithm 2 weights from participation
     "load_runs": "fedhet.report.analysis",        # run directories as one per-round table
 }
 

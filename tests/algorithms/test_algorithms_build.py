@@ -8,13 +8,13 @@ import torch
 import fedhet.components  # noqa: F401  (registers the components)
 from fedhet.algorithms import Algorithm, build, build_parts, server_for
 from fedhet.algorithms.feddyn import FedDynOptions
+from fedhet.algorithms.fedavgm import FedAvgMOptions
 from fedhet.algorithms.fedspeed import FedSpeedOptions
 from fedhet.algorithms.scaffold import ControlVariate
 from fedhet.client.base import ClientOptions
 from fedhet.config.schema import resolve_config
 from fedhet.core.options import ConfigError
 from fedhet.core.registry import ALGORITHMS, CLIENT_SOLVERS
-from fedhet.server.adaptive import FedAvgMOptions
 from fedhet.server.base import ServerContext, ServerOptions
 
 

@@ -6,25 +6,41 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401  (registers the servers)
+from fedhet.algorithms import server_for
 from fedhet.client.base import ClientOptions
 from fedhet.core.cohort import Cohort
 from fedhet.core.options import ConfigError, build_options
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, NotAGradientStep
 from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.participation.uniform import UniformOptions, UniformParticipation
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
+from fedhet.server.averaging import WeightedAverageAggregator
 from fedhet.server.aware import AwareProjection, project_onto
-from fedhet.server.base import ServerContext, ServerOptions, ServerSGD, WeightedAverage
-from fedhet.server.methods import server_method
-
-from server_baseline_support import exact_min_norm, fedaware_direction
+from fedhet.server.base import ServerContext, ServerOptions, SGDOptimizer
+from fedhet.server.methods import refuse_aware_unless_gradient_step, server_method
+from server_baseline_support import fedaware_direction
 
 F64 = torch.float64
 
-# Every server method whose step is a gradient step x <- x - u (registered by this or other modules).
-GRADIENT_STEP_METHODS = ["fedavg", "fedavgm", "fedadagrad", "fedadam", "fedyogi", "fedams", "fedamsgrad",
-                         "fednova", "fedau", "average_participating", "average_all", "fedvarp", "mifa",
-                         "fedaware", "fedmgda_plus"]
+# Every registered server method built from its own options alone (the ones built with their
+# solver's options are checked in the zoo, tests/server/test_server_zoo.py) whose registration
+# declares its update a gradient step x <- x - u with default options.
+GRADIENT_STEP_METHODS = [name for name in SERVERS.names() if SERVERS.get(name).client is None
+                         and SERVERS.get(name).not_a_gradient_step(SERVERS.get(name).options_cls()) is None]
+
+
+@pytest.fixture
+def registered_server():
+    """Register scratch server methods; removed again afterwards so the zoo tests do not see them."""
+    names = []
+
+    def register(name, factory, **declarations):
+        SERVERS.register(name, ServerOptions, replace=True, **declarations)(factory)
+        names.append(name)
+
+    yield register
+    for name in names:
+        SERVERS._entries.pop(name, None)
 
 
 def context(num_clients, dim):
@@ -76,8 +92,8 @@ def test_projection_matches_the_formula_of_proposition_3_1():
 # --- composition -------------------------------------------------------------------------------------
 
 def test_compose_adds_the_transform_only_when_asked():
-    plain = server_method(WeightedAverage(), ServerSGD(1.0), ServerOptions())
-    aware = server_method(WeightedAverage(), ServerSGD(1.0), ServerOptions(aware=True, aware_alpha=0.2))
+    plain = server_method(WeightedAverageAggregator(), SGDOptimizer(1.0), ServerOptions())
+    aware = server_method(WeightedAverageAggregator(), SGDOptimizer(1.0), ServerOptions(aware=True, aware_alpha=0.2))
     assert plain.transforms == ()
     assert len(aware.transforms) == 1 and isinstance(aware.transforms[0], AwareProjection)
     assert aware.transforms[0].direction.settings.alpha == 0.2
@@ -86,9 +102,29 @@ def test_compose_adds_the_transform_only_when_asked():
 
 def test_a_method_that_is_not_a_gradient_step_refuses_aware():
     reason = "FedDyn's server sets x <- mean_S w_i - h/alpha"
-    assert server_method(WeightedAverage(), ServerSGD(1.0), ServerOptions(), not_a_gradient_step=reason).transforms == ()
-    with pytest.raises(ConfigError, match=r"server.aware = True: .*Proposition 3.1.*FedDyn's server sets"):
-        server_method(WeightedAverage(), ServerSGD(1.0), ServerOptions(aware=True), not_a_gradient_step=reason)
+    refuse_aware_unless_gradient_step(ServerOptions(), reason)          # without aware: nothing to refuse
+    assert server_method(WeightedAverageAggregator(), SGDOptimizer(1.0), ServerOptions()).transforms == ()
+    refuse_aware_unless_gradient_step(ServerOptions(aware=True), None)  # a gradient step takes it
+    with pytest.raises(ConfigError, match=r"server.aware = True: .*Proposition 3.1.*FedDyn's server sets.*allowed: false"):
+        refuse_aware_unless_gradient_step(ServerOptions(aware=True), reason)
+
+
+def test_a_registration_declaring_no_gradient_step_refuses_aware_when_built(registered_server):
+    """The declaration alone decides, through the one assembly path (fedhet.algorithms.server_for):
+    the factory below would happily add the projection."""
+    def factory(options):
+        return server_method(WeightedAverageAggregator(), SGDOptimizer(options.learning_rate), options)
+
+    registered_server("declared_not_a_step", factory, gradient_step=NotAGradientStep("it sets x from a dual"))
+    registered_server("declared_by_rule", factory,
+                      gradient_step=lambda options: NotAGradientStep("lr above 1") if options.learning_rate > 1 else True)
+    solver = CLIENT_SOLVERS.get("sgd").factory(ClientOptions())
+    assert server_for(solver, "declared_not_a_step", ServerOptions()).transforms == ()
+    with pytest.raises(ConfigError, match=r"server.aware = True: .*Proposition 3.1.*it sets x from a dual.*allowed: false"):
+        server_for(solver, "declared_not_a_step", ServerOptions(aware=True))
+    assert len(server_for(solver, "declared_by_rule", ServerOptions(aware=True)).transforms) == 1
+    with pytest.raises(ConfigError, match="server.aware = True: .*lr above 1"):
+        server_for(solver, "declared_by_rule", ServerOptions(aware=True, learning_rate=2.0))
 
 
 def test_fedavg_with_aware_steps_along_the_projection_of_its_own_step():

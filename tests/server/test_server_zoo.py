@@ -7,9 +7,11 @@ checks, derived from the registries, so a new registration is checked without be
   simulator and run 2 more rounds is bitwise the run of 4 straight rounds (model and every state);
 - the multi-process backend gives bitwise the sequential backend's run, and the vectorized backend
   the same to rounding wherever it supports the solver;
-- ``server.aware = true`` on every method that accepts it (a method that is not a gradient step
-  refuses it with a ConfigError, docs/algorithms.md section 3: that ruling is the property) steps along the projection of the method's own
-  step onto FedAWARE's direction, and resumes bit for bit; a method that refuses it names the key.
+- ``server.aware = true`` is accepted or refused exactly as the method's registration declares
+  (``gradient_step``, :class:`fedhet.core.registry.ServerRegistry`; docs/algorithms.md section 3):
+  a method declared a gradient step steps along the projection of its own step onto FedAWARE's
+  direction and resumes bit for bit; a method declared not one refuses it with a ConfigError that
+  names the key, quotes the declared reason and says what is allowed.
 
 A method that needs a partner (server "scaffold" trains with client "scaffold") is paired through
 the ``algorithm`` table (:data:`fedhet.core.registry.ALGORITHMS`); unpaired servers train with local
@@ -36,7 +38,6 @@ from fedhet.core.store import StoreOptions
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.runner import build_federation
 from fedhet.engine.simulator import Simulator
-
 from server_baseline_support import ScriptedParticipation, fedaware_direction
 from small_run import SMALL
 
@@ -194,15 +195,31 @@ def test_backends_give_the_sequential_run(client, pool):
 
 # --- AWARE -------------------------------------------------------------------------------------------
 
+# The FedAWARE paper's own ruling (AISTATS 2025, Section 5 and Table 2), an independent check of the
+# declarations for the server methods it rules on: it applies the AWARE extension to FedAvg, FedAvgM,
+# FedYogi and FedAMS (and to FedProx and FedCM, local solvers that run with FedAvg's server), and
+# leaves out FedDyn, "which does not follow the global gradient descent rule". Every other method
+# is checked against its declaration alone.
+FEDAWARE_PAPER_RULING = {"fedavg": True, "fedavgm": True, "fedyogi": True, "fedams": True, "feddyn": False}
+
+
 @pytest.mark.parametrize("server", SERVERS.names())
-def test_aware_projects_every_gradient_step_method_and_resumes(server, tmp_path):
+def test_aware_is_accepted_or_refused_as_each_method_declares(server, tmp_path):
     client = partner_client(server)
-    try:
-        aware = build(config_for(client, server, None, "server.aware=true"))
-    except ConfigError as error:
-        # The method's own ruling (when built, or when it sees its solver's variant at init).
-        assert "server.aware" in str(error) and "not a gradient step" in str(error)
+    config = config_for(client, server, None, "server.aware=true")
+    # The declaration, for this run's options (FedSpeed's depends on its solver's variant).
+    entry = SERVERS.get(server)
+    reason = entry.not_a_gradient_step(config.server.options, config.client.options if entry.client else None)
+    if server in FEDAWARE_PAPER_RULING:
+        assert (reason is None) == FEDAWARE_PAPER_RULING[server], f"{server}: declared {entry.gradient_step!r}"
+    if reason is not None:
+        with pytest.raises(ConfigError) as refused:
+            build(config)
+        message = str(refused.value)
+        assert message.startswith("server.aware = True: ") and "Proposition 3.1" in message, message
+        assert reason in message and message.endswith("allowed: false"), message
         return
+    aware = build(config)                                # a declared gradient step must take AWARE
     plain = build(config_for(client, server))
     x0 = plain.params.clone()
     plain.run_round()

@@ -13,7 +13,7 @@ from fedhet.client.base import ClientOptions, LocalSolver
 from fedhet.client.context import ClientContext, begin_client
 from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.core.seeding import torch_generator
-from fedhet.server.base import NoState, ServerOptions, ServerSGD
+from fedhet.server.base import NoState, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
 from fedhet.testing import ComponentCheckError, check_server, check_solver
 
@@ -23,8 +23,8 @@ def registered():
     """Register test components; removed again afterwards so the zoo tests do not see them."""
     names = []
 
-    def register(registry, name, options_cls, factory):
-        registry.register(name, options_cls, replace=True)(factory)
+    def register(registry, name, options_cls, factory, **declarations):
+        registry.register(name, options_cls, replace=True, **declarations)(factory)
         names.append((registry, name))
 
     yield register
@@ -129,7 +129,8 @@ def test_state_kept_on_the_solver_object_fails_the_resume_check(registered):
 
 def test_a_server_that_fails_on_an_empty_round_is_named(registered):
     registered(SERVERS, "mean_over_participants", ServerOptions,
-               lambda options: server_method(MeanOverParticipants(), ServerSGD(options.learning_rate), options))
+               lambda options: server_method(MeanOverParticipants(), SGDOptimizer(options.learning_rate), options),
+               gradient_step=True)
     with pytest.raises(ComponentCheckError, match="empty rounds failed") as caught:
         check_server("mean_over_participants")
     assert "len(cohort) == 0" in str(caught.value)

@@ -10,7 +10,9 @@ what every engine calls (the runner, and any other backend or bridge that runs a
   option objects, so the shared values are one option, read by both halves;
 - server-side state the solver's clients need (SCAFFOLD's ``c``, FedCM's ``Delta``, FedADMM's
   ``x^0``) is the solver's :meth:`~fedhet.client.base.LocalSolver.server_stage`, handed here to
-  the server method, which owns it and publishes it as the round's broadcast.
+  the server method, which owns it and publishes it as the round's broadcast;
+- ``server.aware = true`` is refused here, for every method alike, when the method's registration
+  declares that its update is not a gradient step (``gradient_step``, :class:`~fedhet.core.registry.ServerRegistry`).
 
 One paper, one module: each algorithm has a module here holding its options, client solver, server
 half and registrations, read top to bottom (:mod:`fedhet.algorithms.scaffold`, ...); its docstring
@@ -23,6 +25,7 @@ from typing import Any, NamedTuple
 
 from fedhet.core.options import ConfigError
 from fedhet.core.registry import ALGORITHMS, CLIENT_SOLVERS, SERVERS
+from fedhet.server.methods import refuse_aware_unless_gradient_step
 
 
 class Algorithm(NamedTuple):
@@ -49,11 +52,11 @@ def server_for(solver: Any, server: str, server_options: Any) -> Any:
     """The server method ``server`` built to run with ``solver``: from the solver's options when the
     method shares its hyperparameters (FedDyn's ``alpha``), with the solver's
     :meth:`~fedhet.client.base.LocalSolver.server_stage` when it has one. Raises
-    :class:`~fedhet.core.options.ConfigError` when the method needs another solver's options."""
+    :class:`~fedhet.core.options.ConfigError` when the method needs another solver's options, and
+    when ``server.aware = true`` asks to project a method that declares its update not a gradient step."""
     entry = SERVERS.get(server, key="server.name")
-    if entry.client is None:
-        method = entry.factory(server_options)
-    else:
+    client_options = None
+    if entry.client is not None:
         if not isinstance(solver.options, entry.client_options_cls):
             paired = [name for name, pair in ALGORITHMS.items() if pair.server == server and pair.client == entry.client]
             via = f", or algorithm = '{paired[0]}'" if paired else ""
@@ -61,7 +64,9 @@ def server_for(solver: Any, server: str, server_options: Any) -> Any:
                               f"the {server} server is built from the options of the {entry.client} client "
                               f"(client.name = '{entry.client}'{via}), which this run's client does not have "
                               f"({type(solver.options).__name__})")
-        method = entry.factory(server_options, solver.options)
+        client_options = solver.options
+    refuse_aware_unless_gradient_step(server_options, entry.not_a_gradient_step(server_options, client_options))
+    method = entry.factory(server_options) if entry.client is None else entry.factory(server_options, client_options)
     stage = solver.server_stage()
     if stage is not None:
         method = method.with_stage(stage)

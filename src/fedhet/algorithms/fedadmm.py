@@ -10,7 +10,7 @@ augmented Lagrangian by K_i local SGD steps from ``x``::
     report change_i = theta_i+ - theta_i,     theta_i = w_i + y_i / rho
 
 Server: ``x <- x + (eta_g / N) sum_{i in S} change_i`` (server method ``fedadmm``: the sum over this
-round's clients divided by all N, the shared ``AverageAll`` aggregator, and the server SGD step),
+round's clients divided by all N, the shared ``AverageAllAggregator``, and the server SGD step),
 which keeps ``x = (1/N) sum_i theta_i`` over all clients when ``eta_g = 1``.
 
 ``theta_i`` before a client's first participation is ``x^0`` (``w_i = x^0``, ``y_i = 0``). The engine's
@@ -35,9 +35,9 @@ from fedhet.client.proximal import prox_effective_steps
 from fedhet.core.cohort import Cohort
 from fedhet.core.options import option
 from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
-from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD
+from fedhet.server.averaging import AverageAllAggregator
+from fedhet.server.base import ComposedServer, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
-from fedhet.server.participation_weighted import AverageAll
 
 DUAL = "dual"
 ANCHOR_OFFSET = "anchor_offset"
@@ -109,11 +109,11 @@ def make_fedadmm(options: FedADMMOptions) -> LocalSolver:
     return FedADMMSolver(options)
 
 
-@SERVERS.register("fedadmm", ServerOptions)
+@SERVERS.register("fedadmm", ServerOptions, gradient_step=True)
 def make_fedadmm_server(options: ServerOptions) -> ComposedServer:
     """FedADMM's server: x <- x + (eta_g/N) sum_S change_i."""
     # The sum over this round's clients divided by all N ("average all" in the FedAU paper).
-    return server_method(AverageAll(), ServerSGD(options.learning_rate), options)
+    return server_method(AverageAllAggregator(), SGDOptimizer(options.learning_rate), options)
 
 
 register_algorithm("fedadmm", client="fedadmm", server="fedadmm")

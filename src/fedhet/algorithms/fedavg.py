@@ -14,7 +14,7 @@ plain step (Reddi et al. 2021, Algorithm 1 with ServerOpt = SGD; ``eta_g = 1`` i
 The local solver is the solver base itself (:class:`fedhet.client.base.LocalSolver`: clipping,
 weight decay and the schedule are shared by every solver), so this module only registers it as
 ``client.name = "sgd"``; the weighted mean and the SGD step are the shared
-:class:`~fedhet.server.base.WeightedAverage` and :class:`~fedhet.server.base.ServerSGD`.
+:class:`~fedhet.server.averaging.WeightedAverageAggregator` and :class:`~fedhet.server.base.SGDOptimizer`.
 
 Rule table server:
     | FedAvg | `G = sum_S p_i g_i` | `x <- x - eta_g G` |
@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from fedhet.client.base import ClientOptions, LocalSolver
 from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
-from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD, WeightedAverage
+from fedhet.server.averaging import WeightedAverageAggregator
+from fedhet.server.base import ComposedServer, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
 
 
@@ -36,10 +37,10 @@ def make_sgd(options: ClientOptions) -> LocalSolver:
     return LocalSolver(options)
 
 
-@SERVERS.register("fedavg", ServerOptions)
+@SERVERS.register("fedavg", ServerOptions, gradient_step=True)
 def make_fedavg(options: ServerOptions) -> ComposedServer:
     """FedAvg: G = sum_S (n_i / n_S) g_i;  x <- x - eta_g G."""
-    return server_method(WeightedAverage(), ServerSGD(options.learning_rate), options)
+    return server_method(WeightedAverageAggregator(), SGDOptimizer(options.learning_rate), options)
 
 
 register_algorithm("fedavg", client="sgd", server="fedavg")

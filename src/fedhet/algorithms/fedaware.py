@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from fedhet.core.registry import SERVERS, register_algorithm
 from fedhet.server.aware_options import AwareOptions
-from fedhet.server.base import ComposedServer, ServerSGD
+from fedhet.server.base import ComposedServer, SGDOptimizer
 from fedhet.server.fedaware import DirectionSettings, FedAwareAggregator, FedAwareOptions
 from fedhet.server.methods import server_method
 
 
-@SERVERS.register("fedaware", FedAwareOptions)
+@SERVERS.register("fedaware", FedAwareOptions, gradient_step=True)
 def make_fedaware(options: FedAwareOptions) -> ComposedServer:
     """FedAWARE (Zeng et al., AISTATS 2025): step along the min-norm combination of per-client momenta.
 
@@ -23,7 +23,7 @@ def make_fedaware(options: FedAwareOptions) -> ComposedServer:
     x <- x - eta_g sum lambda_i m_i (unit-normalised momenta by default)."""
     settings = DirectionSettings.of(AwareOptions.read(options), uniform_weights=options.uniform_weights,
                                     store_name="fedaware_momentum", option_prefix="server.")
-    return server_method(FedAwareAggregator(settings), ServerSGD(options.learning_rate), options)
+    return server_method(FedAwareAggregator(settings), SGDOptimizer(options.learning_rate), options)
 
 
 register_algorithm("fedaware", client="sgd", server="fedaware")

@@ -32,12 +32,12 @@ import torch
 from fedhet.client.base import ClientOptions, GradFn, LocalSolver
 from fedhet.client.proximal import prox_effective_steps
 from fedhet.core.options import option
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
-from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, ServerSGD
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, NotAGradientStep, register_algorithm
+from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
 
 LOCAL_GRADIENT = "local_gradient"
-NOT_A_GRADIENT_STEP = "FedDyn's server sets x <- mean_S w_i - h/alpha, which is not a gradient step"
+NOT_A_GRADIENT_STEP = NotAGradientStep("FedDyn's server sets x <- mean_S w_i - h/alpha, which is not a gradient step")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,11 +113,11 @@ def make_feddyn(options: FedDynOptions) -> LocalSolver:
     return FedDynSolver(options)
 
 
-@SERVERS.register("feddyn", ServerOptions, client="feddyn", client_options_cls=FedDynOptions)
+@SERVERS.register("feddyn", ServerOptions, client="feddyn", client_options_cls=FedDynOptions,
+                  gradient_step=NOT_A_GRADIENT_STEP)
 def make_feddyn_server(options: ServerOptions, client: FedDynOptions) -> ComposedServer:
     """FedDyn's server: h <- h - alpha mean_N(delta), x <- mean_S w_i - h/alpha (eta_g = 1 is the paper's)."""
-    return server_method(FedDynAggregator(client.alpha), ServerSGD(options.learning_rate), options,
-                         not_a_gradient_step=NOT_A_GRADIENT_STEP)
+    return server_method(FedDynAggregator(client.alpha), SGDOptimizer(options.learning_rate), options)
 
 
 register_algorithm("feddyn", client="feddyn", server="feddyn")

@@ -28,11 +28,11 @@ import torch
 
 from fedhet.core.cohort import EFFECTIVE_STEPS, Cohort
 from fedhet.core.registry import SERVERS, register_algorithm
-from fedhet.server.base import ComposedServer, NoState, ServerContext, ServerOptions, ServerSGD, data_size_weights
+from fedhet.server.base import ComposedServer, NoState, ServerContext, ServerOptions, SGDOptimizer, data_size_weights
 from fedhet.server.methods import server_method
 
 
-class NormalizedAverage:
+class NormalizedAverageAggregator:
     """FedNova's aggregation ``G = tau_eff sum_S p_i g_i / a_i`` (module docstring); keeps no state."""
 
     def init(self, params: torch.Tensor, context: ServerContext) -> NoState:
@@ -58,10 +58,10 @@ class NormalizedAverage:
         return weights @ cohort.pseudo_gradients, state, metrics
 
 
-@SERVERS.register("fednova", ServerOptions)
+@SERVERS.register("fednova", ServerOptions, gradient_step=True)
 def make_fednova(options: ServerOptions) -> ComposedServer:
     """FedNova: G = tau_eff sum_S p_i g_i / a_i, tau_eff = sum_S p_i a_i; x <- x - eta_g G (Wang et al. 2020)."""
-    return server_method(NormalizedAverage(), ServerSGD(options.learning_rate), options)
+    return server_method(NormalizedAverageAggregator(), SGDOptimizer(options.learning_rate), options)
 
 
 register_algorithm("fednova", client="sgd", server="fednova")

@@ -96,15 +96,15 @@ from fedhet.client.base import ClientOptions, GradFn, LocalSolver
 from fedhet.client.proximal import prox_effective_steps
 from fedhet.client.sharpness import ascent_point
 from fedhet.core.options import option
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
-from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, NotAGradientStep, register_algorithm
+from fedhet.server.averaging import AverageParticipatingAggregator
+from fedhet.server.base import ComposedServer, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
-from fedhet.server.participation_weighted import AverageParticipating
 
 PROX_CORRECTION = "prox_correction"
 VARIANTS = ("paper", "released-code")
-NOT_A_GRADIENT_STEP = ("FedSpeed's released-code variant uses FedDyn's server rule x <- mean_S w_i - lambda h, "
-                       "which is not a gradient step")
+NOT_A_GRADIENT_STEP = NotAGradientStep("FedSpeed's released-code variant uses FedDyn's server rule "
+                                       "x <- mean_S w_i - lambda h, which is not a gradient step")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,13 +192,18 @@ def make_fedspeed(options: FedSpeedOptions) -> LocalSolver:
     return FedSpeedSolver(options)
 
 
-@SERVERS.register("fedspeed", ServerOptions, client="fedspeed", client_options_cls=FedSpeedOptions)
+def gradient_step(options: ServerOptions, client: FedSpeedOptions) -> bool | NotAGradientStep:
+    """The paper's rule is a gradient step; FedDyn's rule (released-code variant with the dual) is not."""
+    return NOT_A_GRADIENT_STEP if uses_dual(client) else True
+
+
+@SERVERS.register("fedspeed", ServerOptions, client="fedspeed", client_options_cls=FedSpeedOptions,
+                  gradient_step=gradient_step)
 def make_fedspeed_server(options: ServerOptions, client: FedSpeedOptions) -> ComposedServer:
     """FedSpeed's server: x <- x + eta_g mean_S (xhat_i - x) (paper); FedDyn's rule for variant released-code."""
     if uses_dual(client):
-        return server_method(FedDynAggregator(client.prox_weight), ServerSGD(options.learning_rate), options,
-                             not_a_gradient_step=NOT_A_GRADIENT_STEP)
-    return server_method(AverageParticipating(), ServerSGD(options.learning_rate), options)
+        return server_method(FedDynAggregator(client.prox_weight), SGDOptimizer(options.learning_rate), options)
+    return server_method(AverageParticipatingAggregator(), SGDOptimizer(options.learning_rate), options)
 
 
 register_algorithm("fedspeed", client="fedspeed", server="fedspeed")

@@ -17,7 +17,7 @@ Server::
 state the clients need, so it is the server method's (:class:`ControlVariate`, the solver's
 :meth:`~ScaffoldSolver.server_stage`; docs/design.md "Server-side state"), with any server method.
 Both are checkpointed with the run. The ``x`` update is the unweighted mean over the participants,
-the shared ``AverageParticipating`` aggregator, with the shared server SGD step.
+the shared ``AverageParticipatingAggregator``, with the shared server SGD step.
 
 Rule table local:
     | SCAFFOLD option II (Karimireddy 2020) | gradient `+ c - c_i` | `c_i+ = c_i - c + (x - w_K)/(K eta_l)`;
@@ -32,9 +32,9 @@ import torch
 from fedhet.client.base import ClientOptions, GradFn, LocalSolver, per_client
 from fedhet.core.cohort import Cohort
 from fedhet.core.registry import CLIENT_SOLVERS, SERVERS, register_algorithm
-from fedhet.server.base import ComposedServer, ServerOptions, ServerSGD
+from fedhet.server.averaging import AverageParticipatingAggregator
+from fedhet.server.base import ComposedServer, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
-from fedhet.server.participation_weighted import AverageParticipating
 
 CONTROL_VARIATE = "control_variate"
 CONTROL_VARIATE_CHANGE = "control_variate_change"
@@ -99,11 +99,11 @@ def make_scaffold(options: ClientOptions) -> LocalSolver:
     return ScaffoldSolver(options)
 
 
-@SERVERS.register("scaffold", ServerOptions)
+@SERVERS.register("scaffold", ServerOptions, gradient_step=True)
 def make_scaffold_server(options: ServerOptions) -> ComposedServer:
     """SCAFFOLD's server: x <- x + eta_g mean_S delta_i (c is the solver's server stage)."""
     # Karimireddy et al. 2020, Algorithm 1: the unweighted mean over the participants.
-    return server_method(AverageParticipating(), ServerSGD(options.learning_rate), options)
+    return server_method(AverageParticipatingAggregator(), SGDOptimizer(options.learning_rate), options)
 
 
 register_algorithm("scaffold", client="scaffold", server="scaffold")

@@ -12,7 +12,8 @@ transform): ``u <- (<u, d>/<d, d>) d``, which is the same thing. It is one
 :class:`~fedhet.server.base.StepTransform`, :class:`AwareProjection`, that
 :func:`~fedhet.server.methods.server_method` puts after the optimiser of *every* named method when
 ``server.aware = true``; no method has AWARE code of its own. A method whose server update is not a
-gradient step (FedDyn) says so to ``server_method`` (``not_a_gradient_step``), which then refuses
+gradient step (FedDyn) says so in its registration (``gradient_step=NotAGradientStep(reason)``,
+:class:`fedhet.core.registry.ServerRegistry`), and :func:`fedhet.algorithms.server_for` then refuses
 ``server.aware = true`` with a ConfigError.
 
 The momenta, their Gram matrix and ``d`` are FedAWARE's (:class:`fedhet.server.fedaware.MomentumDirection`),

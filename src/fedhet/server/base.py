@@ -54,7 +54,8 @@ class ServerContext:
 
 
 class NoState(NamedTuple):
-    """The state of a stage that keeps none (e.g. :class:`WeightedAverage`, :class:`ServerSGD`)."""
+    """The state of a stage that keeps none (e.g. :class:`SGDOptimizer`,
+    :class:`~fedhet.server.averaging.WeightedAverageAggregator`)."""
 
 
 class Aggregator(Protocol):
@@ -144,21 +145,7 @@ def data_size_weights(cohort: Cohort) -> torch.Tensor:
     return sizes / sizes.sum()
 
 
-class WeightedAverage:
-    """``G = sum_{i in S} p_i g_i`` with data-size weights (FedAvg, McMahan et al. 2017)."""
-
-    def init(self, params: torch.Tensor, context: ServerContext) -> NoState:
-        return NoState()
-
-    def aggregate(self, state, cohort, context):
-        if len(cohort) == 0:
-            return None, state, {}
-        # -(p @ deltas) is bitwise p @ (-deltas) (negation commutes with rounding) without the
-        # negated [K, d] copy.
-        return -(data_size_weights(cohort) @ cohort.deltas), state, {}
-
-
-class ServerSGD:
+class SGDOptimizer:
     """``u = eta_g G``: FedAvg's server step (server SGD with learning rate eta_g)."""
 
     def __init__(self, learning_rate: float):

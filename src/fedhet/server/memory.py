@@ -41,7 +41,7 @@ import torch
 
 from fedhet.core.cohort import Cohort
 from fedhet.core.registry import SERVERS
-from fedhet.server.base import ServerContext, ServerOptions, ServerSGD
+from fedhet.server.base import ServerContext, ServerOptions, SGDOptimizer
 from fedhet.server.methods import server_method
 from fedhet.core.store import ClientStore
 
@@ -97,7 +97,7 @@ class LatestUpdateTable:
         return int(state.memory.written.sum())
 
 
-class FedVarpAggregation:
+class FedVarpAggregator:
     """``G = mean_S(g_n - y_n) + mean_all(y_n)``, then ``y_n <- g_n`` on S (FedVarp, module docstring)."""
 
     def __init__(self) -> None:
@@ -116,7 +116,7 @@ class FedVarpAggregation:
         return pseudo_gradient, new_state, {"memory_clients_seen": float(self.table.clients_seen(new_state))}
 
 
-class MIFAAggregation:
+class MIFAAggregator:
     """``y_n <- g_n`` on S, then ``G = mean_all(y_n)``, every round (MIFA, module docstring)."""
 
     def __init__(self) -> None:
@@ -132,13 +132,13 @@ class MIFAAggregation:
         return pseudo_gradient, state, {"memory_clients_seen": float(self.table.clients_seen(state))}
 
 
-@SERVERS.register("fedvarp", ServerOptions)
+@SERVERS.register("fedvarp", ServerOptions, gradient_step=True)
 def make_fedvarp(options: ServerOptions):
     """FedVarp: G = mean_S(g_n - y_n) + mean_all(y_n); y_n <- g_n on S; x <- x - eta_g G (Jhunjhunwala et al. 2022)."""
-    return server_method(FedVarpAggregation(), ServerSGD(options.learning_rate), options)
+    return server_method(FedVarpAggregator(), SGDOptimizer(options.learning_rate), options)
 
 
-@SERVERS.register("mifa", ServerOptions)
+@SERVERS.register("mifa", ServerOptions, gradient_step=True)
 def make_mifa(options: ServerOptions):
     """MIFA: y_n <- g_n on S; G = (1/N) sum_all y_n, every round; x <- x - eta_g G (Gu et al. 2021)."""
-    return server_method(MIFAAggregation(), ServerSGD(options.learning_rate), options)
+    return server_method(MIFAAggregator(), SGDOptimizer(options.learning_rate), options)

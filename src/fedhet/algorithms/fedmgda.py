@@ -1,7 +1,8 @@
-"""FedMGDA+: multiple-gradient descent over this round's clients, with weights kept near ``p``.
+"""FedMGDA+ (Hu, Wang, Gong, Yu, IEEE TNSE 2022)
 
-Hu, Wang, Gong, Yu, "FedMGDA+: Federated Learning meets Multi-objective Optimization" (IEEE TNSE
-2022); docs/algorithms.md section 2. Each round, with ``ghat_i = g_i / ||g_i||`` for ``i in S_t``::
+"FedMGDA+: Federated Learning meets Multi-objective Optimization": multiple-gradient descent over
+this round's clients, with weights kept near the data weights ``p``; docs/algorithms.md section 2.
+Each round, with ``ghat_i = g_i / ||g_i||`` for ``i in S_t``::
 
     lambda = argmin || sum_{i in S} lambda_i ghat_i ||^2
              over { lambda : sum_i lambda_i = 1,  lambda_i >= 0,  |lambda_i - p_i| <= eps }
@@ -45,13 +46,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedhet.core.options import option
 from fedhet.core.cohort import Cohort
+from fedhet.core.options import option
 from fedhet.core.registry import SERVERS
-from fedhet.server.base import NoState, ComposedServer, ServerContext, ServerOptions, ServerSGD
-from fedhet.server.methods import server_method
+from fedhet.server.base import ComposedServer, NoState, ServerContext, ServerOptions, SGDOptimizer
 from fedhet.server.fedaware import weight_entropy
 from fedhet.server.gram import normalized_gram
+from fedhet.server.methods import server_method
 from fedhet.server.min_norm import min_norm_weights
 
 # Same rounding floor as fedhet.server.min_norm: 8 N eps_float64 max_i Q_ii.
@@ -200,11 +201,11 @@ class FedMgdaAggregator:
         return coefficients @ updates, state, metrics
 
 
-@SERVERS.register("fedmgda_plus", FedMgdaOptions)
+@SERVERS.register("fedmgda_plus", FedMgdaOptions, gradient_step=True)
 def make_fedmgda_plus(options: FedMgdaOptions) -> ComposedServer:
     """FedMGDA+ (Hu et al. 2022): min-norm combination of normalised updates, weights near p.
 
     lambda = min-norm weights of the unit-normalised updates with |lambda_i - p_i| <= epsilon;
     x <- x - eta_g sum lambda_i g_i/||g_i||."""
     aggregator = FedMgdaAggregator(options.epsilon, options.solver_tol, options.solver_max_iter)
-    return server_method(aggregator, ServerSGD(options.learning_rate), options)
+    return server_method(aggregator, SGDOptimizer(options.learning_rate), options)

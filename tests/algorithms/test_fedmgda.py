@@ -1,4 +1,4 @@
-"""FedMGDA+ (server/fedmgda.py): the box-constrained simplex solver against exact enumeration, and the
+"""FedMGDA+ (algorithms/fedmgda.py): the box-constrained simplex solver against exact enumeration, and the
 server step against direct formulas."""
 import itertools
 import math
@@ -7,12 +7,12 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401  (registers the servers)
+from fedhet.algorithms.fedmgda import box_simplex_min_norm
 from fedhet.core.cohort import Cohort
 from fedhet.core.options import ConfigError, build_options
 from fedhet.core.registry import SERVERS
 from fedhet.core.store import ClientStore
 from fedhet.server.base import ServerContext
-from fedhet.server.fedmgda import box_simplex_min_norm
 from fedhet.server.min_norm import min_norm_weights
 
 F64 = torch.float64
