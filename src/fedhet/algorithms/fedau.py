@@ -60,7 +60,7 @@ late first participation with a finite cutoff. fedhet therefore implements Algor
 the tests compare it with both transcriptions.
 
 Rule table server:
-    | FedAU and participation-aware weights | see section 3 | |
+    | FedAU and participation-aware weights | see section 4 | |
 """
 from __future__ import annotations
 
