@@ -148,7 +148,11 @@ class VectorizedBackend:
                               RuntimeWarning, stacklevel=3)
         return self._checked[2]
 
-    def train_cohort(self, task: FederatedTask, solver: LocalSolver, work: RoundWork):
+    def close(self) -> None:
+        """Nothing to release: the cohort trains in this process."""
+
+    def train_cohort(self, task: FederatedTask, solver: LocalSolver,
+                     work: RoundWork) -> tuple[Cohort, dict[str, torch.Tensor]]:
         if self.obstacle(task, solver) is not None:
             return self._fallback.train_cohort(task, solver, work)
         if self._batched is None or self._batched[0] is not task:

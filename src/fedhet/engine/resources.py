@@ -229,10 +229,11 @@ def needs_for_run(config: Any, task: Any) -> tuple[list[Need], Optional[str]]:
     """The estimate for a configured run (``config``, the built ``task``) and, when the server's
     state could not be measured, why (module docstring)."""
     from fedhet.algorithms import build
+    from fedhet.engine.assembly import storage_dtype_name
 
     run = config.run
     solver, server = build(config)
-    store_dtype = run.dtype if run.store_dtype == "auto" else run.store_dtype
+    store_dtype = storage_dtype_name(run)
     unmeasured = None
     try:
         stores, tensor_bytes = measure_server_state(server, num_clients=task.num_clients, dim=task.spec.dim,
