@@ -134,8 +134,7 @@ def measure_server_state(server: Any, *, num_clients: int, dim: int, dtype: torc
 
     with torch.device("meta"):
         params = torch.empty(dim, dtype=dtype)
-        context = ServerContext(round_index=0, num_clients=num_clients, seed=0,
-                                client_sizes=torch.ones(num_clients), make_store=make_store,
+        context = ServerContext(round_index=0, num_clients=num_clients, make_store=make_store,
                                 # Values do not exist on meta; servers that need p_n see its shape.
                                 participation_probabilities=torch.full((num_clients,), 0.5, dtype=torch.float64),
                                 param_names=param_names, param_slices=param_slices)

@@ -69,7 +69,7 @@ class Simulator:
         if counts is None:
             counts = torch.zeros(task.num_clients, task.num_classes, dtype=torch.int64)
         self.participation_context = ParticipationContext(
-            num_clients=task.num_clients, seed=seed, client_sizes=task.client_sizes, client_label_counts=counts)
+            num_clients=task.num_clients, seed=seed, client_label_counts=counts)
         x0 = params if params is not None else task.spec.flatten(task.model)
         self.params = x0.to(self.device, task.dtype).clone()
         self.next_round = 0
@@ -91,10 +91,8 @@ class Simulator:
 
     def server_context(self, round_index: int) -> ServerContext:
         return ServerContext(
-            round_index=round_index, num_clients=self.task.num_clients, seed=self.seed,
-            client_sizes=self.task.client_sizes.to(self.device), make_store=self.make_store,
+            round_index=round_index, num_clients=self.task.num_clients, make_store=self.make_store,
             participation_probabilities=self.process.probabilities(self.participation_state),
-            client_learning_rate=self.learning_rate(round_index),
             param_names=self.task.spec.names, param_slices=self.task.spec.slices,
             participation_explore=bool(getattr(self.process, "explore", False)))
 

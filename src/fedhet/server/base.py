@@ -41,11 +41,8 @@ class ServerContext:
 
     round_index: int
     num_clients: int
-    seed: int
-    client_sizes: torch.Tensor                          # [N] examples per client
     make_store: Callable[..., ClientStore]
     participation_probabilities: Optional[torch.Tensor] = None   # known p_n, when the process has them
-    client_learning_rate: float = 0.0                   # eta_l the clients used this round (after decay)
     param_names: tuple[str, ...] = ()                   # for per-layer options (store subsets)
     param_slices: Callable[..., torch.Tensor] | None = None
     # participation.explore is on (FedAWARE's exploration sweep): FedAWARE then steps like FedAvg
