@@ -25,7 +25,7 @@ from fedhet.backends.sequential import SequentialBackend
 from fedhet.cli import main
 from fedhet.config.schema import COMPONENT_SECTIONS, Component, config_to_toml, load_config
 from fedhet.core.options import ConfigError
-from fedhet.core.registry import ALGORITHMS, PARTICIPATION, SERVERS
+from fedhet.core.registry import ALGORITHMS, SERVERS
 from fedhet.engine.assembly import simulator_from_config
 from fedhet.engine.runner import build_federation
 

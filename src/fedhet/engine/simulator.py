@@ -22,9 +22,9 @@ from typing import Any, Optional
 
 import torch
 
-from fedhet.backends.base import RoundWork
+from fedhet.backends.base import Backend, RoundWork
 from fedhet.backends.sequential import SequentialBackend
-from fedhet.client.base import local_learning_rate, with_effective_steps
+from fedhet.client.base import LocalSolver, local_learning_rate, with_effective_steps
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.clock import VirtualClock
 from fedhet.core.cohort import Cohort
@@ -34,8 +34,8 @@ from fedhet.engine.metrics import cohort_metrics
 from fedhet.engine.participation_log import ParticipationLog
 from fedhet.core.task import FederatedTask
 from fedhet.errors import FedhetError
-from fedhet.participation.base import ParticipationContext
-from fedhet.server.base import ServerContext
+from fedhet.participation.base import ParticipationContext, ParticipationProcess
+from fedhet.server.base import ServerContext, ServerMethod
 from fedhet.core.store import ClientStore, StoreOptions
 
 
@@ -47,8 +47,9 @@ class TrainingDivergedError(FedhetError, RuntimeError):
 class Simulator:
     """One federated simulation: task, four stages, backend, and the state of each stage."""
 
-    def __init__(self, task: FederatedTask, *, participation: Any, solver: Any, server: Any, seed: int,
-                 client_label_counts: Optional[torch.Tensor] = None, backend: Any = None,
+    def __init__(self, task: FederatedTask, *, participation: ParticipationProcess, solver: LocalSolver,
+                 server: ServerMethod, seed: int, client_label_counts: Optional[torch.Tensor] = None,
+                 backend: Optional[Backend] = None,
                  store_options: StoreOptions = StoreOptions(), params: Optional[torch.Tensor] = None,
                  max_rounds: Optional[int] = None, clock: Optional[VirtualClock] = None):
         self.task = task
@@ -62,7 +63,7 @@ class Simulator:
                              "fedhet.algorithms.build (docs/design.md, \"Server-side state\")")
         self.server = server
         self.seed = seed
-        self.backend = backend or SequentialBackend()
+        self.backend: Backend = backend or SequentialBackend()
         self.device = task.device
         self.store_options = store_options
         counts = client_label_counts
