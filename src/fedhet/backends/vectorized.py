@@ -8,7 +8,7 @@ written on tensors whose last dimension is ``d`` with broadcasting leading dimen
 (:class:`fedhet.client.base.LocalSolver`), so ``solver.step(w [K, d], x [d], grad_fn, lr, local)``
 runs once per step for the whole cohort. This turns ``K`` streams of small kernels into a few large
 ones, which is what a GPU needs; on a CPU with one thread it is no faster than the loop (see
-:mod:`fedhet.backends.select`).
+:mod:`fedhet.engine.backend_choice`).
 
 Exactness (the same numbers as :class:`~fedhet.backends.sequential.SequentialBackend`, up to the
 order of floating-point sums):
