@@ -11,7 +11,8 @@ The solver and the server method are one algorithm's two halves, built together 
 ``server.broadcast``; docs/design.md "Server-side state").
 
 :class:`Simulator` is what tests and notebooks use directly (any task, loss and components);
-:mod:`fedhet.engine.runner` wraps it with configuration, evaluation, files and callbacks. Every
+:func:`fedhet.engine.assembly.simulator_from_config` builds it from a configuration, and
+:mod:`fedhet.engine.runner` wraps it with evaluation, files and callbacks. Every
 random stream is keyed by (seed, round, client), so :meth:`state_dict` / :meth:`load_state` resume a
 run bit for bit.
 """
