@@ -73,10 +73,10 @@ def run_server(grid: Grid, settings: AppSettings) -> ServerResult:
     logger.info("fedhet on Flower: %d SuperNode(s) host %d of %d clients", len(hosts),
                 sum(len(ids) for ids in hosts.values()), task.num_clients)
     backend = FlowerBackend(grid, hosts, round_timeout=settings.round_timeout, fingerprint=fingerprint)
-    # The Simulator of `fedhet run` (fedhet.engine.assembly), with its clients on the SuperNodes.
-    simulator = simulator_from_config(config, federation, backend=backend,
-                                      participation=None if settings.participation == "fedhet"
-                                      else ConnectedClients(backend),
+    # The Simulator of `fedhet run` (fedhet.engine.assembly), with its clients on the SuperNodes;
+    # participation "fedhet" is the config's process (None), "nodes" every connected client.
+    participation = None if settings.participation == "fedhet" else ConnectedClients(backend)
+    simulator = simulator_from_config(config, federation, backend=backend, participation=participation,
                                       simulator_type=DeploymentSimulator)
     records = []
     out = Path(settings.result_dir) if settings.result_dir else None
