@@ -48,7 +48,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import fedhet.components  # noqa: E402,F401  (registers the solvers)
 from fedhet.backends.base import RoundWork  # noqa: E402
-from fedhet.backends.select import select_backend  # noqa: E402
+from fedhet.engine.backend_choice import BackendOptions, select_backend  # noqa: E402
 from fedhet.backends.sequential import SequentialBackend  # noqa: E402
 from fedhet.config.schema import load_config  # noqa: E402
 from fedhet.engine.runner import build_federation  # noqa: E402
@@ -107,7 +107,7 @@ def main() -> None:
     floor_round.model = W.make_model(args.model)
     solver = CLIENT_SOLVERS.get("sgd").factory(config.client.options)
     x = task.spec.flatten(task.model, dtype=task.dtype).clone()
-    auto, reason = select_backend("auto", task, config)
+    auto, reason = select_backend("auto", task, solver, BackendOptions.from_config(config))
     backends = {"sequential-autograd": SequentialBackend(hand_written_mlp=False), "sequential": SequentialBackend(),
                 "auto": auto}
     test_x, test_y = task.test.inputs, task.test.targets

@@ -48,7 +48,7 @@ def fedaware_step_seconds(num_clients: int, dim: int, steps: int, per_round: int
     sizes = torch.full((num_clients,), 600, dtype=torch.int64)
 
     def context(round_index: int) -> ServerContext:
-        return ServerContext(round_index=round_index, num_clients=num_clients, seed=1, client_sizes=sizes,
+        return ServerContext(round_index=round_index, num_clients=num_clients,
                              make_store=lambda name, subset=None: ClientStore(name, num_clients, dim,
                                                                               options=StoreOptions(), subset=subset))
 

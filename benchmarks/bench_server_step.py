@@ -136,8 +136,7 @@ def measure(dtype: str, kind: str, num_clients: int, dim: int, per_round: list[i
         return stores[-1]
 
     def context(round_index):
-        return ServerContext(round_index=round_index, num_clients=num_clients, seed=1, client_sizes=sizes,
-                             make_store=make_store)
+        return ServerContext(round_index=round_index, num_clients=num_clients, make_store=make_store)
 
     def cohort(ids):
         k = len(ids)

@@ -133,7 +133,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     import torch  # noqa: F401  (imports are part of the start-up, as in a sweep worker)
 
     from fedhet.engine import callbacks as callbacks_module
-    from fedhet.engine import runner
+    from fedhet.engine import run_handle, runner
     from fedhet.engine.callbacks import Callback
     from fedhet.engine.simulator import Simulator
 
@@ -157,13 +157,13 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         self.backend.train_cohort = timed("train", self.backend.train_cohort)
         self.server.step = timed("server", self.server.step)
     Simulator.__init__ = init
-    original_evaluate = runner.evaluate
+    original_evaluate = run_handle.evaluate
 
     def evaluate(task, *args, **kwargs):
         counts["eval_calls"] += 1
         counts["eval_examples"] += int(task.test.targets.numel())
         return original_evaluate(task, *args, **kwargs)
-    runner.evaluate = timed("eval", evaluate)
+    run_handle.evaluate = timed("eval", evaluate)       # RunHandle.run_round evaluates there
     callbacks_module.MetricsWriter.on_round_end = timed("io", callbacks_module.MetricsWriter.on_round_end)
     # Timed apart: a short measurement checkpoints at its last round, the regime every checkpoint_every.
     callbacks_module.CheckpointCallback.on_round_end = timed("checkpoint",

@@ -116,15 +116,13 @@ def assert_states_equal(left: Any, right: Any, path: str = "server") -> None:
 
 
 def context(num_clients: int, dim: int, *, round_index: int = 0, probabilities: Optional[torch.Tensor] = None,
-            sizes: Optional[torch.Tensor] = None, dtype: torch.dtype = torch.float64):
+            dtype: torch.dtype = torch.float64):
     """A :class:`ServerContext` for calling a server directly, with in-memory float64 stores."""
     def make_store(name, subset=None):
         return ClientStore(name, num_clients, dim, options=StoreOptions(dtype="float64"), subset=subset,
                            compute_dtype=dtype)
-    if sizes is None:
-        sizes = torch.full((num_clients,), 10, dtype=torch.int64)
-    return ServerContext(round_index=round_index, num_clients=num_clients, seed=0, client_sizes=sizes,
-                         make_store=make_store, participation_probabilities=probabilities)
+    return ServerContext(round_index=round_index, num_clients=num_clients, make_store=make_store,
+                         participation_probabilities=probabilities)
 
 
 def cohort(client_ids, deltas: torch.Tensor, *, num_examples=None, local_steps=None) -> Cohort:

@@ -4,8 +4,7 @@ The repository checks every registered component with the same tests (tests/serv
 tests/backends); a solver or server method registered from user code gets none of them. These
 functions run those checks on any registered name, on a small federation that trains in about a
 second (Synthetic(1,1), 12 clients, logistic regression, float64), through the same entry points as
-a run (:func:`fedhet.algorithms.build`, :class:`~fedhet.engine.simulator.Simulator`, the checkpoint
-files):
+a run (:func:`fedhet.engine.assembly.simulator_from_config`, the checkpoint files):
 
 - **kill and resume**: a run checkpointed after half its rounds, restored into a fresh simulator and
   finished, is bit for bit the uninterrupted run (model and every saved state);
@@ -116,19 +115,11 @@ def _config(client: str, server: str, participation: Iterable[str], overrides: I
 
 
 def _simulator(config, *, participation: Any = None, backend: Any = None):
-    from fedhet.algorithms import build as build_algorithm
-    from fedhet.core.registry import PARTICIPATION
-    from fedhet.core.store import StoreOptions
-    from fedhet.engine.runner import build_federation
-    from fedhet.engine.simulator import Simulator
+    from fedhet.engine.assembly import simulator_from_config
+    from fedhet.engine.federation import build_federation
 
-    federation = build_federation(config, torch.device("cpu"))
-    if participation is None:
-        participation = PARTICIPATION.get(config.participation.name).factory(config.participation.options)
-    solver, server = build_algorithm(config)
-    return Simulator(federation.task, participation=participation, solver=solver, server=server,
-                     seed=config.run.seed, client_label_counts=federation.label_counts, backend=backend,
-                     store_options=StoreOptions(dtype=config.run.dtype))
+    return simulator_from_config(config, build_federation(config, torch.device("cpu")),
+                                 participation=participation, backend=backend)
 
 
 def _first_difference(left: Any, right: Any, path: str = "state") -> Optional[str]:

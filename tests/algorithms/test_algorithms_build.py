@@ -55,7 +55,7 @@ def test_a_solvers_server_stage_goes_with_any_server_method_and_is_broadcast():
     solver = CLIENT_SOLVERS.get("scaffold").factory(ClientOptions())
     server = server_for(solver, "fedavgm", FedAvgMOptions())
     assert isinstance(server.stage, ControlVariate)
-    context = ServerContext(round_index=0, num_clients=3, seed=0, client_sizes=torch.ones(3), make_store=None)
+    context = ServerContext(round_index=0, num_clients=3, make_store=None)
     state = server.init(torch.ones(4), context)
     assert list(server.broadcast(state)) == ["control_variate"]
     assert torch.equal(server.broadcast(state)["control_variate"], torch.zeros(4))
@@ -69,13 +69,14 @@ def test_the_server_context_carries_no_solver():
 
 
 def test_the_runner_builds_both_halves_with_build(monkeypatch, tmp_path):
+    import fedhet.engine.run_handle as run_handle
     import fedhet.engine.runner as runner
     calls = []
 
     def spy(config):
         calls.append(config.algorithm)
         return build(config)
-    monkeypatch.setattr(runner, "build_algorithm", spy)
+    monkeypatch.setattr(run_handle, "build_algorithm", spy)     # where the runner's RunHandle builds them
     config = resolve_config({"algorithm": "scaffold", "data": {"name": "synthetic", "num_devices": 4,
                                                                 "max_device_size": 20},
                              "partition": {"name": "natural"}, "model": {"name": "logreg"},

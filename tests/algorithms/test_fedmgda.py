@@ -106,8 +106,7 @@ def test_invalid_inputs_are_rejected():
 def context(num_clients, dim):
     def make_store(name, subset=None):
         return ClientStore(name, num_clients, dim, subset=subset, compute_dtype=F64)
-    return ServerContext(round_index=0, num_clients=num_clients, seed=0,
-                         client_sizes=torch.full((num_clients,), 10), make_store=make_store)
+    return ServerContext(round_index=0, num_clients=num_clients, make_store=make_store)
 
 
 def step(updates, sizes, **values):

@@ -26,7 +26,8 @@ from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, ma
 import fedhet.backends.ray_backend as ray_backend  # noqa: E402
 from fedhet.backends.ray_backend import (RayBackend, RayClusterUnreachableError, RaySettings,  # noqa: E402
                                          RayWorkersLostError, check_reachable)
-from fedhet.backends.select import BACKENDS, select_backend  # noqa: E402
+from fedhet.algorithms import build as build_algorithm  # noqa: E402
+from fedhet.engine.backend_choice import BACKENDS, BackendOptions, select_backend  # noqa: E402
 from fedhet.backends.sequential import SequentialBackend  # noqa: E402
 from fedhet.core.options import ConfigError  # noqa: E402
 from fedhet.errors import FedhetError  # noqa: E402
@@ -131,10 +132,11 @@ def test_an_actor_killed_mid_round_loses_no_client(pool):
 def test_select_builds_the_ray_backend_only_on_request(local_ray):
     assert "ray" in BACKENDS
     task, config = make_task("model.name=logreg", "run.backend=ray", "run.ray_actors=2", "run.ray_cpus_per_actor=1")
-    backend, reason = select_backend("ray", task, config)
+    solver, options = build_algorithm(config).solver, BackendOptions.from_config(config)
+    backend, reason = select_backend("ray", task, solver, options)
     assert isinstance(backend, RayBackend) and backend.settings.actors == 2 and "2 actors" in reason
     backend.close()
-    assert select_backend("auto", task, config)[0].name != "ray"
+    assert select_backend("auto", task, solver, options)[0].name != "ray"
 
 
 def test_ray_address_must_look_like_an_address():

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, make_work
-from fedhet.backends.select import select_backend
+from fedhet.engine.backend_choice import select_backend
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.backends.vectorized import VectorizedBackend, padded_round_batches, unsupported_reason
 from fedhet.client.base import ClientOptions, LocalSolver
@@ -90,7 +90,7 @@ def test_dropout_model_falls_back_to_sequential_with_a_notice():
     with pytest.warns(RuntimeWarning, match="dropout"):
         result = VectorizedBackend().train_cohort(task, solver, work)
     assert_same_round(reference, result, exact=True)     # it *is* the sequential code, same seeds
-    backend, reason = select_backend("vectorized", task, config)
+    backend, reason = select_backend("vectorized", task, solver)
     assert backend.name == "sequential" and "dropout" in reason
 
 

@@ -185,11 +185,13 @@ def test_a_claims_method_naming_an_algorithm_runs_its_pair(pair_file, tmp_path):
 
 
 def test_the_flower_bridge_builds_the_algorithm_s_pair(pair_file):
-    from fedhet.flower.build import build_components, config_from_text, config_text
+    from fedhet.engine.assembly import simulator_from_config
+    from fedhet.flower.build import build_federation, config_from_text, config_text
 
     config = config_from_text(config_text(load_config(pair_file, ["algorithm=scaffold"])))
     assert _pair(config) == ("scaffold", "scaffold")
-    components = build_components(config)
+    # What the ServerApp runs (fedhet.flower.server_app: the runner's assembly on the Flower federation).
+    components = simulator_from_config(config, build_federation(config))
     solver = CLIENT_SOLVERS.get("scaffold").factory(config.client.options)
     assert type(components.solver) is type(solver)
     assert type(components.server) is type(server_for(solver, "scaffold", config.server.options))

@@ -21,14 +21,13 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401  (registers every component before the parametrisations read them)
-from fedhet.algorithms import build
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.cli import main
 from fedhet.config.schema import COMPONENT_SECTIONS, Component, config_to_toml, load_config
 from fedhet.core.options import ConfigError
-from fedhet.core.registry import ALGORITHMS, PARTICIPATION, SERVERS
+from fedhet.core.registry import ALGORITHMS, SERVERS
+from fedhet.engine.assembly import simulator_from_config
 from fedhet.engine.runner import build_federation
-from fedhet.engine.simulator import Simulator
 
 FMNIST_ROOT = Path("/usr/share/datasets/fashion-mnist")
 ROUNDS = 3
@@ -102,12 +101,9 @@ def reads_of(section: str, settings: list[str]) -> tuple[set[str], Any]:
     reads: set[str] = set()
     component = getattr(config, section)
     config = dataclasses.replace(config, **{section: Component(component.name, recording(component.options, reads))})
-    federation = build_federation(config, torch.device("cpu"))
-    solver, server = build(config)
-    participation = PARTICIPATION.get(config.participation.name).factory(config.participation.options)
-    simulator = Simulator(federation.task, participation=participation, solver=solver, server=server, seed=1,
-                          client_label_counts=federation.label_counts, backend=SequentialBackend(),
-                          max_rounds=ROUNDS)
+    simulator = simulator_from_config(config, build_federation(config, torch.device("cpu")),
+                                      backend=SequentialBackend())
+    solver = simulator.solver
     for _ in range(ROUNDS):
         simulator.run_round()
     return reads, (config, solver)

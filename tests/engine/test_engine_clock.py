@@ -11,13 +11,11 @@ from fedhet.backends.sequential import SequentialBackend
 from fedhet.backends.vectorized import VectorizedBackend
 from fedhet.config.schema import load_config
 from fedhet.core.options import ConfigError
-from fedhet.core.registry import PARTICIPATION
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.checkpoint import load_checkpoint
-from fedhet.engine.clock import CLOCK_RECORD_KEYS, build_clock
+from fedhet.engine.assembly import simulator_from_config
+from fedhet.engine.clock import CLOCK_RECORD_KEYS
 from fedhet.engine.runner import build_federation, resume_run, run_experiment
-from fedhet.engine.simulator import Simulator
-from fedhet.algorithms import build as build_algorithm
 from fedhet.system.profiles import ClientProfiles, write_profiles
 from small_run import SMALL, StopAfter
 
@@ -106,13 +104,7 @@ def test_round_durations_of_a_three_client_federation_by_hand(tmp_path):
 
 
 def simulator_for(config, backend):
-    federation = build_federation(config, torch.device("cpu"))
-    clock, participation_options = build_clock(config.system, federation.task, config.participation.options,
-                                               seed=config.run.seed)
-    solver, server = build_algorithm(config)
-    return Simulator(federation.task, participation=PARTICIPATION.get(config.participation.name).factory(
-        participation_options), solver=solver, server=server, seed=config.run.seed,
-        client_label_counts=federation.label_counts, backend=backend, clock=clock)
+    return simulator_from_config(config, build_federation(config, torch.device("cpu")), backend=backend)
 
 
 def test_partial_work_cuts_short_and_every_backend_gives_the_same_clock(tmp_path):

@@ -7,13 +7,10 @@ from typing import Any
 
 import torch
 
-from fedhet.algorithms import build as build_algorithm
 from fedhet.config.schema import apply_overrides, parse_override, resolve_config
 from fedhet.engine import checkpoint as ckpt
+from fedhet.engine.assembly import participation_from_config, simulator_from_config
 from fedhet.engine.runner import build_federation, run_experiment
-from fedhet.engine.simulator import Simulator
-from fedhet.core.registry import PARTICIPATION
-from fedhet.core.store import StoreOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK_CONFIG = ROOT / "configs" / "flower" / "loopback_fedaware.toml"
@@ -77,13 +74,9 @@ class ArrivedOnly:
 
 def simulate_with_arrivals(config: Any, log: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(model, participation log)`` of the sequential simulation of ``config`` in which only the clients of
-    ``log`` (the deployment's) trained each round; components built as ``engine/runner.py`` builds them."""
+    ``log`` (the deployment's) trained each round; assembled as ``fedhet run`` assembles it (fedhet.engine.assembly)."""
     federation = build_federation(config, torch.device("cpu"))
-    task = federation.task
-    solver, server = build_algorithm(config)
-    simulator = Simulator(
-        task, participation=ArrivedOnly(PARTICIPATION.get(config.participation.name).factory(config.participation.options), log),
-        solver=solver, server=server, seed=config.run.seed,
-        client_label_counts=federation.label_counts, store_options=StoreOptions(dtype=config.run.dtype))
+    arrived = ArrivedOnly(participation_from_config(config), log)
+    simulator = simulator_from_config(config, federation, participation=arrived)
     params = simulator.run(config.run.rounds)
     return params, simulator.participation_log

@@ -12,7 +12,7 @@ from fedhet.participation.uniform import UniformOptions, make_uniform
 
 def context(num_clients, seed=0):
     counts = torch.ones(num_clients, 3, dtype=torch.int64)
-    return ParticipationContext(num_clients, seed, counts.sum(1), counts)
+    return ParticipationContext(num_clients, seed, counts)
 
 
 def rounds(process, ctx, num_rounds):

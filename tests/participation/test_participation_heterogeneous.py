@@ -22,7 +22,7 @@ def label_context(num_clients=NUM_CLIENTS, seed=0):
     counts = np.round(rng.dirichlet([0.1] * 10, num_clients) * 300).astype(np.int64)
     counts[np.arange(num_clients), rng.integers(0, 10, num_clients)] += 1
     counts = torch.from_numpy(counts)
-    return ParticipationContext(num_clients, seed, counts.sum(1), counts)
+    return ParticipationContext(num_clients, seed, counts)
 
 
 @functools.lru_cache(maxsize=None)
@@ -204,7 +204,7 @@ def test_rounds_may_be_empty_and_probabilities_are_float32():
 
 def test_label_counts_must_match_the_clients():
     ctx = label_context(10)
-    bad = ParticipationContext(11, 0, ctx.client_sizes, ctx.client_label_counts)
+    bad = ParticipationContext(11, 0, ctx.client_label_counts)
     with pytest.raises(ValueError, match=r"expected \[N = 11, C\]"):
         make_heterogeneous(HeterogeneousOptions()).init(bad)
 

@@ -10,7 +10,7 @@ from fedhet.participation.base import ParticipationContext
 
 
 def context(num_clients, seconds=None):
-    return ParticipationContext(num_clients=num_clients, seed=3, client_sizes=torch.ones(num_clients, dtype=torch.int64),
+    return ParticipationContext(num_clients=num_clients, seed=3,
                                 client_label_counts=torch.zeros(num_clients, 2, dtype=torch.int64),
                                 virtual_seconds=seconds)
 

@@ -19,7 +19,7 @@ def label_context(num_clients, seed=0):
     counts = np.round(rng.dirichlet([0.1] * 10, num_clients) * 200).astype(np.int64)
     counts[np.arange(num_clients), rng.integers(0, 10, num_clients)] += 1
     counts = torch.from_numpy(counts)
-    return ParticipationContext(num_clients, seed, counts.sum(1), counts)
+    return ParticipationContext(num_clients, seed, counts)
 
 
 # (factory, options class, process options): every registered process.

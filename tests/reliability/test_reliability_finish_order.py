@@ -6,23 +6,23 @@ import errno
 
 import pytest
 
-import fedhet.engine.runner as runner
+import fedhet.engine.run_plots as run_plots
 from fedhet.engine.runner import resume_run, run_experiment
 from fedhet.sweep.plan import read_summary
 
 
 def test_L2_summary_written_after_participation_files(small_config, tmp_path, monkeypatch):
-    real = runner._write_participation
+    real = run_plots.write_participation
 
     def full_disk(handle):
         raise OSError(errno.ENOSPC, "No space left on device", str(handle.run_dir / "participation.pt"))
 
-    monkeypatch.setattr(runner, "_write_participation", full_disk)
+    monkeypatch.setattr(run_plots, "write_participation", full_disk)
     with pytest.raises(OSError):
         run_experiment(small_config("run.name=a"))
     run_dir = tmp_path / "a"
     assert read_summary(run_dir) is None               # not finished: sweeps, tune and claims resume it
-    monkeypatch.setattr(runner, "_write_participation", real)
+    monkeypatch.setattr(run_plots, "write_participation", real)
     resume_run(run_dir)
     for name in ("participation.pt", "participation.png", "partition.png", "summary.json"):
         assert (run_dir / name).is_file(), name

@@ -46,8 +46,7 @@ def registered_server():
 def context(num_clients, dim):
     def make_store(name, subset=None):
         return ClientStore(name, num_clients, dim, subset=subset, compute_dtype=F64)
-    return ServerContext(round_index=0, num_clients=num_clients, seed=0,
-                         client_sizes=torch.full((num_clients,), 10), make_store=make_store)
+    return ServerContext(round_index=0, num_clients=num_clients, make_store=make_store)
 
 
 def cohort(ids, updates, sizes=None):

@@ -67,16 +67,15 @@ def expected_direction(momenta, *, normalize=True, uniform=False):
 LAYERS = {"body": (0, 4), "head": (4, 6)}   # a 6-coordinate "model" with two named parameters
 
 
-def context(num_clients, dim, *, dtype=F64, store=StoreOptions(), sizes=None, round_index=0):
+def context(num_clients, dim, *, dtype=F64, store=StoreOptions(), round_index=0):
     def make_store(name, subset=None):
         return ClientStore(name, num_clients, dim, options=store, subset=subset, compute_dtype=dtype)
 
     def slices(names):
         return torch.cat([torch.arange(*LAYERS[n]) for n in names])
 
-    client_sizes = sizes if sizes is not None else torch.full((num_clients,), 10, dtype=torch.int64)
-    return ServerContext(round_index=round_index, num_clients=num_clients, seed=0, client_sizes=client_sizes,
-                         make_store=make_store, param_names=tuple(LAYERS) if dim == 6 else (),
+    return ServerContext(round_index=round_index, num_clients=num_clients, make_store=make_store,
+                         param_names=tuple(LAYERS) if dim == 6 else (),
                          param_slices=slices if dim == 6 else None)
 
 

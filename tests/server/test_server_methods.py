@@ -53,7 +53,7 @@ def test_adaptive_methods_are_one_class_each():
 
 def test_a_composed_step_returns_a_typed_state_and_an_empty_round_keeps_the_optimizer_state():
     server = SERVERS.get("fedadam").factory(AdaptiveOptions())
-    context = ServerContext(round_index=0, num_clients=2, seed=0, client_sizes=torch.ones(2), make_store=None)
+    context = ServerContext(round_index=0, num_clients=2, make_store=None)
     state = server.init(torch.zeros(3), context)
     assert isinstance(state, ServerState) and state.aggregator == NoState() and state.optimizer.step == 0
     x, after, _ = server.step(state, torch.zeros(3), Cohort.empty(3, torch.float32, "cpu"), context)

@@ -147,7 +147,7 @@ def test_fedaware_on_several_threads_is_bitwise_fedaware_on_one(storage):
         server = entry.factory(build_options(entry.options_cls, {}, section="server"))
         sizes = torch.full((num_clients,), 10, dtype=torch.int64)
         options = StoreOptions(dtype=storage, threads=threads)
-        context = ServerContext(round_index=0, num_clients=num_clients, seed=0, client_sizes=sizes,
+        context = ServerContext(round_index=0, num_clients=num_clients,
                                 make_store=lambda name, subset=None: ClientStore(name, num_clients, dim,
                                                                                  options=options, subset=subset))
         generator = torch.Generator().manual_seed(5)

@@ -28,14 +28,13 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401  (registers every component)
-from fedhet.algorithms import build as build_algorithm
 from fedhet.backends.processes import ProcessPoolBackend, fork_available
 from fedhet.backends.vectorized import VectorizedBackend, unsupported_reason
 from fedhet.config.schema import load_config
 from fedhet.core.options import ConfigError
 from fedhet.core.registry import ALGORITHMS, CLIENT_SOLVERS, PARTICIPATION, SERVERS
-from fedhet.core.store import StoreOptions
 from fedhet.engine import checkpoint as ckpt
+from fedhet.engine.assembly import simulator_from_config
 from fedhet.engine.runner import build_federation
 from fedhet.engine.simulator import Simulator
 from server_baseline_support import ScriptedParticipation, fedaware_direction
@@ -68,15 +67,10 @@ def config_for(client: str = "sgd", server: str = "fedavg", participation: Optio
 
 
 def build(config, *, participation: Any = None, backend: Any = None) -> Simulator:
-    """A fresh simulator (fresh federation, so no two runs share a model); both halves of the
-    algorithm from :func:`fedhet.algorithms.build`, as the runner builds them."""
-    federation = build_federation(config, torch.device("cpu"))
-    if participation is None:
-        participation = PARTICIPATION.get(config.participation.name).factory(config.participation.options)
-    solver, server = build_algorithm(config)
-    return Simulator(federation.task, participation=participation, solver=solver, server=server,
-                     seed=config.run.seed, client_label_counts=federation.label_counts, backend=backend,
-                     store_options=StoreOptions(dtype=config.run.dtype))
+    """A fresh simulator (fresh federation, so no two runs share a model), assembled as the runner
+    assembles it (:func:`fedhet.engine.assembly.simulator_from_config`)."""
+    return simulator_from_config(config, build_federation(config, torch.device("cpu")),
+                                 participation=participation, backend=backend)
 
 
 def assert_bitwise(left: Any, right: Any, path: str = "state") -> None:

@@ -23,16 +23,18 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from fedhet.client.base import LocalSolver
 from fedhet.core.options import ConfigError
 from fedhet.core.registry import ALGORITHMS, CLIENT_SOLVERS, SERVERS
+from fedhet.server.base import ServerMethod
 from fedhet.server.methods import refuse_aware_unless_gradient_step
 
 
 class Algorithm(NamedTuple):
     """A local solver and the server method it runs with."""
 
-    solver: Any
-    server: Any
+    solver: LocalSolver
+    server: ServerMethod
 
 
 def build(config: Any) -> Algorithm:
@@ -48,7 +50,7 @@ def build_parts(client: str, client_options: Any, server: str, server_options: A
     return Algorithm(solver, server_for(solver, server, server_options))
 
 
-def server_for(solver: Any, server: str, server_options: Any) -> Any:
+def server_for(solver: LocalSolver, server: str, server_options: Any) -> ServerMethod:
     """The server method ``server`` built to run with ``solver``: from the solver's options when the
     method shares its hyperparameters (FedDyn's ``alpha``), with the solver's
     :meth:`~fedhet.client.base.LocalSolver.server_stage` when it has one. Raises

@@ -1,16 +1,16 @@
 """What every execution backend does: train a cohort of clients from ``x`` and stack their uploads.
 
-A backend is an object with a ``name`` and ``train_cohort(task, solver, work) -> (cohort,
-new_client_states)``. It may also have ``evaluate(task, params, batch_size)`` (a faster evaluation
-with the same numbers as :func:`fedhet.core.task.evaluate`) and ``close()`` (release worker
-processes). Every backend takes its batches, augmentation and dropout streams from the helpers
+A backend is an object of the :class:`Backend` protocol: a ``name``, ``train_cohort(task, solver,
+work) -> (cohort, new_client_states)`` and ``close()`` (release worker processes; nothing for a
+backend that trains in this process). It may also have ``evaluate(task, params, batch_size)`` (a
+faster evaluation with the same numbers as :func:`fedhet.core.task.evaluate`). Every backend takes its batches, augmentation and dropout streams from the helpers
 below, so client ``i`` sees the same examples in round ``t`` whichever backend runs it.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Optional, Protocol
+from typing import Any, Optional, Protocol, runtime_checkable
 
 import torch
 
@@ -37,11 +37,21 @@ class RoundWork:
     step_limits: Optional[dict[int, int]] = None
 
 
+@runtime_checkable
 class Backend(Protocol):
+    """What the simulator runs a round's cohort on (module docstring); every backend class of
+    ``run.backend`` and the Flower bridge's satisfies it (tests/backends/test_backends_base.py)."""
+
     name: str
 
-    def train_cohort(self, task: FederatedTask, solver: LocalSolver, work: RoundWork) -> tuple[Cohort, dict[str, torch.Tensor]]:
+    def train_cohort(self, task: FederatedTask, solver: LocalSolver,
+                     work: RoundWork) -> tuple[Cohort, dict[str, torch.Tensor]]:
         """``(cohort, new_client_states)`` with new_client_states name -> [K, d]."""
+        ...
+
+    def close(self) -> None:
+        """Release what the backend started (worker processes, Ray actors); the run calls it once, at
+        its end, whatever ended it."""
         ...
 
 

@@ -331,7 +331,8 @@ class ProcessPoolBackend:
         weakref.finalize(self, pool.close)
         return pool
 
-    def train_cohort(self, task: FederatedTask, solver: LocalSolver, work: RoundWork):
+    def train_cohort(self, task: FederatedTask, solver: LocalSolver,
+                     work: RoundWork) -> tuple[Cohort, dict[str, torch.Tensor]]:
         if task.device.type != "cpu":
             raise RuntimeError(f"the processes backend runs on the CPU; this task is on {task.device} "
                                f"(use run.backend = 'vectorized' or 'auto')")

@@ -508,7 +508,8 @@ class RayBackend:
 
     # -- training --
 
-    def train_cohort(self, task: FederatedTask, solver: LocalSolver, work: RoundWork):
+    def train_cohort(self, task: FederatedTask, solver: LocalSolver,
+                     work: RoundWork) -> tuple[Cohort, dict[str, torch.Tensor]]:
         num_clients = int(work.client_ids.numel())
         if num_clients == 0:
             return SequentialBackend().train_cohort(task, solver, work)

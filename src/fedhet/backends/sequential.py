@@ -48,7 +48,11 @@ class SequentialBackend:
         self.hand_written_mlp = hand_written_mlp
         self.copy_gradient = copy_gradient
 
-    def train_cohort(self, task: FederatedTask, solver: LocalSolver, work: RoundWork):
+    def close(self) -> None:
+        """Nothing to release: the cohort trains in this process."""
+
+    def train_cohort(self, task: FederatedTask, solver: LocalSolver,
+                     work: RoundWork) -> tuple[Cohort, dict[str, torch.Tensor]]:
         model, spec = task.model, task.spec
         x = work.params
         num_clients = int(work.client_ids.numel())

@@ -8,7 +8,7 @@ written on tensors whose last dimension is ``d`` with broadcasting leading dimen
 (:class:`fedhet.client.base.LocalSolver`), so ``solver.step(w [K, d], x [d], grad_fn, lr, local)``
 runs once per step for the whole cohort. This turns ``K`` streams of small kernels into a few large
 ones, which is what a GPU needs; on a CPU with one thread it is no faster than the loop (see
-:mod:`fedhet.backends.select`).
+:mod:`fedhet.engine.backend_choice`).
 
 Exactness (the same numbers as :class:`~fedhet.backends.sequential.SequentialBackend`, up to the
 order of floating-point sums):
@@ -148,7 +148,11 @@ class VectorizedBackend:
                               RuntimeWarning, stacklevel=3)
         return self._checked[2]
 
-    def train_cohort(self, task: FederatedTask, solver: LocalSolver, work: RoundWork):
+    def close(self) -> None:
+        """Nothing to release: the cohort trains in this process."""
+
+    def train_cohort(self, task: FederatedTask, solver: LocalSolver,
+                     work: RoundWork) -> tuple[Cohort, dict[str, torch.Tensor]]:
         if self.obstacle(task, solver) is not None:
             return self._fallback.train_cohort(task, solver, work)
         if self._batched is None or self._batched[0] is not task:

@@ -324,7 +324,3 @@ def _copy_range(fd_in: int, fd_out: int, start: int, end: int) -> None:
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return next(name for name, value in _STORAGE_DTYPES.items() if value == dtype)
-
-
-def parse_store_dtype(name: str) -> torch.dtype:
-    return _STORAGE_DTYPES[name]

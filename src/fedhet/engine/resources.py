@@ -134,8 +134,7 @@ def measure_server_state(server: Any, *, num_clients: int, dim: int, dtype: torc
 
     with torch.device("meta"):
         params = torch.empty(dim, dtype=dtype)
-        context = ServerContext(round_index=0, num_clients=num_clients, seed=0,
-                                client_sizes=torch.ones(num_clients), make_store=make_store,
+        context = ServerContext(round_index=0, num_clients=num_clients, make_store=make_store,
                                 # Values do not exist on meta; servers that need p_n see its shape.
                                 participation_probabilities=torch.full((num_clients,), 0.5, dtype=torch.float64),
                                 param_names=param_names, param_slices=param_slices)
@@ -229,10 +228,11 @@ def needs_for_run(config: Any, task: Any) -> tuple[list[Need], Optional[str]]:
     """The estimate for a configured run (``config``, the built ``task``) and, when the server's
     state could not be measured, why (module docstring)."""
     from fedhet.algorithms import build
+    from fedhet.engine.assembly import storage_dtype_name
 
     run = config.run
     solver, server = build(config)
-    store_dtype = run.dtype if run.store_dtype == "auto" else run.store_dtype
+    store_dtype = storage_dtype_name(run)
     unmeasured = None
     try:
         stores, tensor_bytes = measure_server_state(server, num_clients=task.num_clients, dim=task.spec.dim,

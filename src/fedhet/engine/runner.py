@@ -1,55 +1,49 @@
-"""The round loop: participation -> local solver -> aggregation -> server optimiser, with callbacks.
+"""A run's lifecycle: ``fedhet run`` and ``fedhet run --resume`` from a configuration to ``summary.json``.
 
 ::
 
-    for t in rounds:
-        S_t, participation_state = participation.sample(participation_state, t)
-        cohort = backend.train_cohort(task, solver, x, S_t, per-client states of S_t, server.broadcast(server_state))
-        x, server_state, metrics = server.step(server_state, x, cohort)
-        evaluate every run.eval_every rounds; callbacks (metrics.jsonl, checkpoint, progress, stop)
+    lock the run directory; check or clear it; device and threads; federation; resource check
+    handle = RunHandle(...)            # the Simulator of the config, its backend, evaluation
+    new run: config.toml, data files, partition.csv, a round-0 checkpoint | resume: load, repair metrics
+    while rounds remain: record = handle.run_round(); callbacks (metrics.jsonl, checkpoint, progress, stop)
+    close the backend; plots; summary.json last (it marks the run finished)
 
-Every stage's state is explicit and lives in :class:`RunHandle`; the checkpoint holds all of it, and
-every random stream is keyed by (seed, round, client), so a resumed run continues bit for bit.
+The pieces have their own modules: :mod:`fedhet.engine.device` (device and threads),
+:mod:`fedhet.engine.federation` (the data side), :mod:`fedhet.engine.assembly` (config ->
+Simulator), :mod:`fedhet.engine.backend_choice` (``run.backend``), :mod:`fedhet.engine.run_handle`
+(one round and its evaluation), :mod:`fedhet.engine.run_plots` (the partition and participation
+files). Every stage's state is explicit and lives in the :class:`RunHandle`'s simulator; the checkpoint
+holds all of it, and every random stream is keyed by (seed, round, client), so a resumed run
+continues bit for bit.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
-import math
-import shlex
-import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
-import torch
-
-from fedhet.algorithms import build as build_algorithm
-from fedhet.backends.base import usable_cpus
-from fedhet.backends.ray_backend import RayWorkersLostError
-from fedhet.backends.select import select_backend
 from fedhet.config.schema import ExperimentConfig, config_to_toml, load_config, parse_override
-from fedhet.core.dataset import DatasetBundle, TensorDataset
-from fedhet.core.options import ConfigError
-from fedhet.core.io import atomic_torch_save, atomic_write_json, atomic_write_text
-from fedhet.core.registry import DATASETS, MODELS, PARTICIPATION, PARTITIONERS
-from fedhet.core.seeding import derive_seed
-from fedhet.core.store import StoreOptions
-from fedhet.core.task import FederatedTask, build_task, evaluate
-from fedhet.data.validation import split_validation
+from fedhet.core.io import atomic_write_json, atomic_write_text
 from fedhet.engine import checkpoint as ckpt
-from fedhet.engine import client_eval
-from fedhet.engine.clock import build_clock, clock_summary
+from fedhet.engine import run_plots
 from fedhet.engine.callbacks import (Callback, CheckpointCallback, MetricsWriter, ProgressBar, TargetAccuracy,
                                      rewrite_metrics, scan_metrics, set_aside_bad_lines)
-from fedhet.engine.fingerprint import (ConfigChangedError, check_fingerprint, check_resumable_overrides,
-                                       config_fingerprint)
+from fedhet.engine.device import configure_threads, resolve_device
+from fedhet.engine.federation import build_federation
+from fedhet.engine.fingerprint import ConfigChangedError, check_fingerprint, check_resumable_overrides
 from fedhet.engine.preflight import check_run_resources, write_data_files
 from fedhet.engine.results import RunExistsError, RunResult
+from fedhet.engine.run_handle import RunHandle, resume_command
 from fedhet.engine.rundir import STORES_DIR, clear_run_directory, refuse_linked_folders, remove_stale_temporaries
 from fedhet.engine.rundir_lock import DirectoryLock
-from fedhet.engine.simulator import Simulator, TrainingDivergedError
-from fedhet.engine.summary import summarize
 from fedhet.engine.tracking import check_trackers_installed, tracking_callbacks, tracking_folders
+
+if TYPE_CHECKING:
+    from fedhet.engine.dataset_cache import DatasetCache
+
+# Importable from here, where ``fedhet run``'s users (the command line, benchmarks) find them.
+__all__ = ["RunHandle", "build_federation", "configure_threads", "resolve_device", "resume_command",
+           "resume_run", "run_experiment"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,225 +62,6 @@ def _messages(log: Optional[Callable[[str], None]]) -> Callable[[str], None]:
     return emit
 
 
-def resume_command(run_dir: str | Path) -> str:
-    """The command that resumes ``run_dir``, safe to paste into a shell: a run name may hold ``$(...)``
-    or spaces (both valid directory names), so the path is quoted (finding S3)."""
-    return f"fedhet run --resume {shlex.quote(str(run_dir))}"
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> the first CUDA GPU when present, else the CPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    # A device this machine lacks is the user's to fix, not a bug (finding M5 of the 2026-11-24 campaign).
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("run.device", name, "no CUDA GPU is available here; use 'auto' or 'cpu'")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise ConfigError("run.device", name, f"this machine has {torch.cuda.device_count()} CUDA GPU(s), "
-                                              f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
-    if device.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
-        raise ConfigError("run.device", name, "Apple's MPS is not available here; use 'auto' or 'cpu'")
-    return device
-
-
-def configure_threads(threads: Optional[int], device: torch.device) -> int:
-    """Set torch's intra-op threads: ``run.threads`` when given (capped at the usable CPUs), else one.
-
-    One thread per process is the CPU default because federated simulation runs many small kernels,
-    where a second intra-op thread gains little and, with any other busy process on the machine,
-    oversubscription slowed a small MLP loop 50x in measurements here; the multi-process backend
-    uses the other cores instead.
-    """
-    count = usable_cpus(threads) if threads is not None else 1
-    torch.set_num_threads(max(1, count))
-    return torch.get_num_threads()
-
-
-@dataclasses.dataclass
-class Federation:
-    """The data side of a run: loaded dataset, partition, label counts, and the task on the device."""
-
-    bundle: DatasetBundle
-    partition: list[torch.Tensor]
-    label_counts: torch.Tensor
-    task: FederatedTask
-    # Per client, the indices (into bundle.train) held out by data.client_test_fraction; None when 0.
-    held_out: Optional[list[torch.Tensor]] = None
-    validation: Optional[TensorDataset] = None     # data.validation_fraction's held-out training examples
-
-
-def build_federation(config: ExperimentConfig, device: torch.device,
-                     datasets: Optional[DatasetCache] = None) -> Federation:
-    """The run's data side. ``datasets``: loaded datasets to reuse (a sweep worker's; see
-    :mod:`fedhet.engine.dataset_cache`); the result is the same with or without it."""
-    from fedhet.data.partition_report import label_counts as count_labels
-
-    seed = config.run.seed
-    data_entry = DATASETS.get(config.data.name, key="data.name")
-    data_seed = derive_seed(seed, "data")
-    bundle = (datasets.load(data_entry, config.data.options, data_seed) if datasets is not None
-              else data_entry.factory(config.data.options, seed=data_seed))
-    # Carved before partitioning, so no client trains on a validation example (data/validation.py).
-    bundle, validation = split_validation(bundle, getattr(config.data.options, "validation_fraction", 0.0), seed)
-    part_entry = PARTITIONERS.get(config.partition.name, key="partition.name")
-    part_seed = config.partition.options.seed
-    partition = part_entry.factory(config.partition.options, targets=bundle.train.targets,
-                                   num_classes=bundle.num_classes,
-                                   seed=derive_seed(seed, "partition") if part_seed is None else part_seed,
-                                   natural=bundle.client_indices)
-    held_out = None
-    fraction = getattr(config.data.options, "client_test_fraction", 0.0)
-    if fraction > 0:
-        partition, held_out = client_eval.split_client_holdout(partition, fraction,
-                                                               derive_seed(seed, "client_test"))
-    counts = count_labels(partition, bundle.train.targets, bundle.num_classes)
-    torch.manual_seed(derive_seed(seed, "init"))
-    model = MODELS.get(config.model.name, key="model.name").factory(
-        config.model.options, input_shape=bundle.input_shape, num_classes=bundle.num_classes)
-    dtype = torch.float64 if config.run.dtype == "float64" else torch.float32
-    task = build_task(model, bundle.train, bundle.test, partition, num_classes=bundle.num_classes,
-                      device=device, dtype=dtype, train_transform=bundle.train_transform)
-    if validation is not None:
-        validation = TensorDataset(validation.inputs.to(device), validation.targets.to(device))
-        if validation.inputs.is_floating_point():
-            validation.inputs = validation.inputs.to(dtype)
-    return Federation(bundle, partition, counts, task, held_out=held_out, validation=validation)
-
-
-class RunHandle:
-    """A live configured run: the :class:`Simulator` plus evaluation, records and files."""
-
-    def __init__(self, config: ExperimentConfig, run_dir: Path, federation: Federation,
-                 log: Callable[[str], None]):
-        self.config = config
-        self.run_dir = run_dir
-        self.federation = federation
-        self.task = federation.task
-        self.log = log
-        run = config.run
-        backend, backend_note = select_backend(run.backend, self.task, config)
-        log(f"backend: {backend.name} ({backend_note})")
-        store_dtype = run.dtype if run.store_dtype == "auto" else run.store_dtype
-        # The server step runs while the backend's workers wait, so its whole-table kernels may use
-        # every CPU of the run (same numbers for any count: fedhet.server.table_kernels).
-        store_options = StoreOptions(dtype=store_dtype, device=str(self.task.device),
-                                     mmap_dir=str(run_dir / STORES_DIR) if run.store_mmap else None,
-                                     threads=usable_cpus(run.threads))
-        solver, server = build_algorithm(config)
-        # The virtual clock of a [system] section (docs/system.md); overcommit widens the cohort.
-        clock, participation_options = build_clock(config.system, self.task, config.participation.options,
-                                                   seed=run.seed)
-        self.simulator = Simulator(
-            self.task,
-            participation=PARTICIPATION.get(config.participation.name).factory(participation_options),
-            solver=solver, server=server,
-            seed=run.seed, client_label_counts=federation.label_counts, backend=backend,
-            store_options=store_options, max_rounds=run.rounds, clock=clock)
-        self.backend = backend
-        self.records: list[dict[str, Any]] = []
-        self.elapsed = 0.0
-        self.pending_losses: list[float] = []
-        # The validation split is evaluated like the test set, in this process (the multi-process
-        # backend's workers hold the test set only).
-        self.validation_task = (dataclasses.replace(self.task, test=federation.validation)
-                                if federation.validation is not None else None)
-        self.client_eval_set = self._client_eval_set() if run.client_eval_every > 0 else None
-        # The clients' training data as an evaluation set (run.global_train_loss_every); no copy.
-        self.global_train_task = dataclasses.replace(self.task, test=self.task.train)
-
-    def _client_eval_set(self) -> client_eval.ClientEvalSet:
-        if self.config.run.client_eval_data == "train":
-            return client_eval.train_eval_set(self.task)
-        train = self.federation.bundle.train
-        return client_eval.holdout_eval_set(train.inputs, train.targets, self.federation.held_out, self.task)
-
-    @property
-    def next_round(self) -> int:
-        return self.simulator.next_round
-
-    @property
-    def participation_log(self) -> torch.Tensor:
-        return self.simulator.participation_log
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"simulator": self.simulator.state_dict(), "elapsed": self.elapsed,
-                "pending_losses": self.pending_losses}
-
-    def save_checkpoint(self) -> None:
-        for store in self.simulator.client_stores.values():
-            store.flush()
-        ckpt.save_checkpoint(self.run_dir, {**self.state_dict(), "config_fingerprint": config_fingerprint(self.config)})
-
-    def load_state(self, saved: dict[str, Any]) -> None:
-        self.simulator.load_state(saved["simulator"])
-        self.elapsed = saved["elapsed"]
-        self.pending_losses = list(saved["pending_losses"])
-
-    def run_round(self) -> dict[str, Any]:
-        config = self.config
-        started = time.perf_counter()
-        try:
-            record, cohort = self.simulator.run_round()
-        except TrainingDivergedError as error:
-            raise TrainingDivergedError(f"{error}. The last checkpoint in {self.run_dir} is intact.") from None
-        except RayWorkersLostError as error:
-            raise RayWorkersLostError(f"{error}. The last checkpoint in {self.run_dir} is intact; continue with "
-                                      f"`{resume_command(self.run_dir)}`.") from None
-        if len(cohort):
-            self.pending_losses.append(float(cohort.train_loss.mean()))
-        round_number = record["round"]
-        client_round = client_eval.is_client_eval_round(round_number, config.run.client_eval_every, config.run.rounds)
-        train_loss_round = client_eval.is_client_eval_round(round_number, config.run.global_train_loss_every,
-                                                            config.run.rounds)
-        if (round_number % config.run.eval_every == 0 or round_number == config.run.rounds or client_round
-                or train_loss_round):
-            test_loss, test_accuracy = evaluate(self.task, self.simulator.params,
-                                                batch_size=config.run.eval_batch_size, backend=self.backend)
-            record["test_loss"], record["test_accuracy"] = test_loss, test_accuracy
-            if self.validation_task is not None:
-                record["val_loss"], record["val_accuracy"] = evaluate(
-                    self.validation_task, self.simulator.params, batch_size=config.run.eval_batch_size)
-            # train_loss: mean local minibatch loss over the rounds since the previous evaluation.
-            record["train_loss"] = (sum(self.pending_losses) / len(self.pending_losses)
-                                    if self.pending_losses else math.nan)
-            self.pending_losses = []
-            if train_loss_round:
-                # The global model over every client's training data (not the local minibatch losses):
-                # FedAU's criterion, "the training loss" of the global model (its Appendix C.4).
-                record["global_train_loss"], record["global_train_accuracy"] = evaluate(
-                    self.global_train_task, self.simulator.params, batch_size=config.run.eval_batch_size)
-            if client_round:
-                record.update(self.evaluate_clients(round_number))
-        self.elapsed += time.perf_counter() - started
-        record["wall_seconds"] = self.elapsed
-        return record
-
-    def evaluate_clients(self, round_number: int) -> dict[str, float]:
-        """Per-client accuracies of the current model: their statistics for the record; the
-        accuracies themselves go to ``client_accuracy.json`` (the latest evaluated round)."""
-        started = time.perf_counter()
-        accuracies = client_eval.client_accuracies(self.task, self.simulator.params, self.client_eval_set,
-                                                   batch_size=self.config.run.eval_batch_size)
-        logger.debug("round %d: per-client evaluation of %d clients (%d examples) took %.3f s", round_number,
-                     self.client_eval_set.num_clients, int(self.client_eval_set.counts.sum()),
-                     time.perf_counter() - started)
-        atomic_write_json(self.run_dir / "client_accuracy.json",
-                          {"round": round_number, "data": self.client_eval_set.source,
-                           "num_examples": self.client_eval_set.counts.tolist(),
-                           "accuracy": [a if math.isfinite(a) else None for a in accuracies.tolist()]})
-        return client_eval.client_accuracy_statistics(accuracies)
-
-    def summary(self) -> dict[str, Any]:
-        sim = self.simulator
-        summary = summarize(self.records, total_rounds=self.config.run.rounds, rounds_done=sim.next_round,
-                            wall_seconds=self.elapsed, e_lud_sum=sim.e_lud_sum, e_lud_count=sim.e_lud_count,
-                            target_accuracy=self.config.run.target_accuracy)
-        if sim.clock is not None:
-            summary.update(clock_summary(sim.clock_state, self.records, self.config.run.target_accuracy))
-        return summary
-
-
 def _default_callbacks(config: ExperimentConfig, run_dir: Path) -> list[Callback]:
     callbacks: list[Callback] = [MetricsWriter(run_dir / "metrics.jsonl"),
                                  CheckpointCallback(config.run.checkpoint_every)]
@@ -295,39 +70,6 @@ def _default_callbacks(config: ExperimentConfig, run_dir: Path) -> list[Callback
     if config.run.progress:
         callbacks.append(ProgressBar())
     return callbacks
-
-
-def _write_partition_report(handle: RunHandle) -> None:
-    """``partition.csv``, the per-client label counts (written once, at the start of a new run)."""
-    from fedhet.data.partition_report import write_label_report
-
-    write_label_report(handle.federation.label_counts, handle.run_dir / "partition.csv")
-
-
-def _write_partition_plot(handle: RunHandle) -> None:
-    """``partition.png``, the heat map of ``partition.csv``. Drawn after the rounds, beside the
-    participation plots: importing matplotlib and drawing took about 1 s, which delayed round 1
-    (issue 17); the counts do not change during a run, so the picture is the same."""
-    from fedhet.data.partition_report import plot_label_heatmap
-
-    counts = handle.federation.label_counts
-    plot_label_heatmap(counts, handle.run_dir / "partition.png",
-                       title=f"{handle.config.data.name}: {handle.config.partition.name} over {len(counts)} clients")
-
-
-def _write_participation(handle: RunHandle) -> None:
-    log = handle.participation_log[:handle.next_round]
-    atomic_torch_save(handle.run_dir / "participation.pt", log)
-    from fedhet.participation.plots import plot_participation_raster, plot_probability_histogram
-
-    if handle.next_round > 0:
-        plot_participation_raster(log, handle.run_dir / "participation.png",
-                                  title=f"participation ({handle.config.participation.name})")
-    simulator = handle.simulator
-    probabilities = simulator.process.probabilities(simulator.participation_state)
-    if probabilities is not None and handle.config.participation.name == "heterogeneous":
-        # The distribution of p_n (FedAU paper, Figure C.6.1); constant for homogeneous processes.
-        plot_probability_histogram(probabilities.cpu(), handle.run_dir / "participation_probabilities.png")
 
 
 def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, *, resume: bool = False,
@@ -413,7 +155,7 @@ def _run_locked(config: ExperimentConfig, run_dir: Path, *, resume: bool, overwr
         atomic_write_text(run_dir / "config.toml", config_to_toml(config))
         write_data_files(run_dir, config, federation.bundle)
         rewrite_metrics(metrics_path, [])
-        _write_partition_report(handle)
+        run_plots.write_partition_report(handle)
         # A round-0 checkpoint: a run killed before its first periodic checkpoint still resumes.
         handle.save_checkpoint()
     # Trackers after the checkpoint callback: a round reaches them once a checkpoint covers it.
@@ -431,9 +173,7 @@ def _run_locked(config: ExperimentConfig, run_dir: Path, *, resume: bool, overwr
                 stop = callback.on_round_end(handle, record) or stop
     finally:
         # Worker processes of a multi-process backend end with the run, whatever ended it.
-        close = getattr(handle.backend, "close", None)
-        if close is not None:
-            close()
+        handle.backend.close()
     if stop:
         handle.save_checkpoint()
     summary = handle.summary()
@@ -445,8 +185,8 @@ def _run_locked(config: ExperimentConfig, run_dir: Path, *, resume: bool, overwr
     # summary.json marks the run finished (sweeps, tune and claims skip it), so it is written after
     # every other file of the run: a full disk or a kill before it leaves a run that resumes and
     # writes them (finding L2 of the 2026-11-24 campaign). The trackers end after it: they upload it.
-    _write_partition_plot(handle)
-    _write_participation(handle)
+    run_plots.write_partition_plot(handle)
+    run_plots.write_participation(handle)
     atomic_write_json(run_dir / "summary.json", summary)
     for callback in all_callbacks:
         callback.on_run_end(handle, summary)

@@ -11,7 +11,8 @@ The solver and the server method are one algorithm's two halves, built together 
 ``server.broadcast``; docs/design.md "Server-side state").
 
 :class:`Simulator` is what tests and notebooks use directly (any task, loss and components);
-:mod:`fedhet.engine.runner` wraps it with configuration, evaluation, files and callbacks. Every
+:func:`fedhet.engine.assembly.simulator_from_config` builds it from a configuration, and
+:mod:`fedhet.engine.runner` wraps it with evaluation, files and callbacks. Every
 random stream is keyed by (seed, round, client), so :meth:`state_dict` / :meth:`load_state` resume a
 run bit for bit.
 """
@@ -22,9 +23,9 @@ from typing import Any, Optional
 
 import torch
 
-from fedhet.backends.base import RoundWork
+from fedhet.backends.base import Backend, RoundWork
 from fedhet.backends.sequential import SequentialBackend
-from fedhet.client.base import local_learning_rate, with_effective_steps
+from fedhet.client.base import LocalSolver, local_learning_rate, with_effective_steps
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.clock import VirtualClock
 from fedhet.core.cohort import Cohort
@@ -34,8 +35,8 @@ from fedhet.engine.metrics import cohort_metrics
 from fedhet.engine.participation_log import ParticipationLog
 from fedhet.core.task import FederatedTask
 from fedhet.errors import FedhetError
-from fedhet.participation.base import ParticipationContext
-from fedhet.server.base import ServerContext
+from fedhet.participation.base import ParticipationContext, ParticipationProcess
+from fedhet.server.base import ServerContext, ServerMethod
 from fedhet.core.store import ClientStore, StoreOptions
 
 
@@ -47,8 +48,9 @@ class TrainingDivergedError(FedhetError, RuntimeError):
 class Simulator:
     """One federated simulation: task, four stages, backend, and the state of each stage."""
 
-    def __init__(self, task: FederatedTask, *, participation: Any, solver: Any, server: Any, seed: int,
-                 client_label_counts: Optional[torch.Tensor] = None, backend: Any = None,
+    def __init__(self, task: FederatedTask, *, participation: ParticipationProcess, solver: LocalSolver,
+                 server: ServerMethod, seed: int, client_label_counts: Optional[torch.Tensor] = None,
+                 backend: Optional[Backend] = None,
                  store_options: StoreOptions = StoreOptions(), params: Optional[torch.Tensor] = None,
                  max_rounds: Optional[int] = None, clock: Optional[VirtualClock] = None):
         self.task = task
@@ -62,14 +64,14 @@ class Simulator:
                              "fedhet.algorithms.build (docs/design.md, \"Server-side state\")")
         self.server = server
         self.seed = seed
-        self.backend = backend or SequentialBackend()
+        self.backend: Backend = backend or SequentialBackend()
         self.device = task.device
         self.store_options = store_options
         counts = client_label_counts
         if counts is None:
             counts = torch.zeros(task.num_clients, task.num_classes, dtype=torch.int64)
         self.participation_context = ParticipationContext(
-            num_clients=task.num_clients, seed=seed, client_sizes=task.client_sizes, client_label_counts=counts)
+            num_clients=task.num_clients, seed=seed, client_label_counts=counts)
         x0 = params if params is not None else task.spec.flatten(task.model)
         self.params = x0.to(self.device, task.dtype).clone()
         self.next_round = 0
@@ -91,10 +93,8 @@ class Simulator:
 
     def server_context(self, round_index: int) -> ServerContext:
         return ServerContext(
-            round_index=round_index, num_clients=self.task.num_clients, seed=self.seed,
-            client_sizes=self.task.client_sizes.to(self.device), make_store=self.make_store,
+            round_index=round_index, num_clients=self.task.num_clients, make_store=self.make_store,
             participation_probabilities=self.process.probabilities(self.participation_state),
-            client_learning_rate=self.learning_rate(round_index),
             param_names=self.task.spec.names, param_slices=self.task.spec.slices,
             participation_explore=bool(getattr(self.process, "explore", False)))
 

@@ -19,7 +19,10 @@ from typing import Any, Iterable, Optional
 import torch
 from flwr.app import Message, RecordDict
 
+from fedhet.backends.base import RoundWork
+from fedhet.client.base import LocalSolver
 from fedhet.core.cohort import Cohort
+from fedhet.core.task import FederatedTask
 from fedhet.errors import FedhetError
 from fedhet.flower.messages import TrainRequest, Upload, hosted_from_content
 
@@ -129,7 +132,11 @@ class FlowerBackend:
         logger.warning("round %d: SuperNode %d (clients %s) failed: %s", round_index + 1, node_id, ids, reason)
         self.failures.append({"round": round_index + 1, "node": node_id, "clients": ids, "reason": reason})
 
-    def train_cohort(self, task: Any, solver: Any, work: Any) -> tuple[Cohort, dict[str, torch.Tensor]]:
+    def close(self) -> None:
+        """Nothing to release: the grid and the SuperNodes belong to the ServerApp's caller."""
+
+    def train_cohort(self, task: FederatedTask, solver: LocalSolver,
+                     work: RoundWork) -> tuple[Cohort, dict[str, torch.Tensor]]:
         by_node: dict[int, list[int]] = {}
         for client_id in work.client_ids.tolist():
             by_node.setdefault(self.owner[client_id], []).append(client_id)

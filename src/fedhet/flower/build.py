@@ -1,21 +1,24 @@
 """Building a run's pieces from a fedhet config, for the Flower apps: one place, so that a change in
 how fedhet builds components touches this module only.
 
-Both apps build the same objects ``fedhet run`` builds (``engine/runner.py``: ``build_federation``,
-``fedhet.algorithms.build``, ``run.threads``), which is what makes a deployment reproduce the simulation: the
-same data, partition, model and options from the same config and seed.
+Both apps build the same objects ``fedhet run`` builds (:func:`fedhet.engine.federation.build_federation`,
+``run.threads``, :func:`fedhet.engine.assembly.simulator_from_config` for the ServerApp and
+:func:`fedhet.algorithms.build` for the nodes' solver), which is what makes a deployment reproduce the
+simulation: the same data, partition, model and options from the same config and seed.
 """
 from __future__ import annotations
 
-import dataclasses
 import tomllib
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from fedhet.core.options import ConfigError
 from fedhet.config.schema import ExperimentConfig, config_to_toml, resolve_config
 from fedhet.errors import FedhetError
+
+if TYPE_CHECKING:
+    from fedhet.engine.federation import Federation
 
 FLOWER_EXTRA = "pip install 'fedhet[flower]'"
 
@@ -71,46 +74,19 @@ def check_deployable(config: ExperimentConfig) -> None:
                                             "(docs/system.md); remove the [system] section")
 
 
-@dataclasses.dataclass
-class Components:
-    participation: Any
-    solver: Any
-    server: Any
-
-
-def build_components(config: ExperimentConfig) -> Components:
-    """Participation process, local solver and server method, as :class:`fedhet.engine.runner.RunHandle`
-    builds them (the two halves of the algorithm from one place, :func:`fedhet.algorithms.build`)."""
-    from fedhet.algorithms import build as build_algorithm
-    from fedhet.core.registry import PARTICIPATION
-
-    solver, server = build_algorithm(config)
-    return Components(
-        participation=PARTICIPATION.get(config.participation.name).factory(config.participation.options),
-        solver=solver, server=server)
-
-
-def build_federation(config: ExperimentConfig) -> Any:
+def build_federation(config: ExperimentConfig) -> Federation:
     """Device, torch threads (``run.threads``, one by default: the same reduction order as
     ``fedhet run``) and the federation (data, partition, model) of ``config``."""
-    from fedhet.engine.runner import build_federation as build, configure_threads, resolve_device
+    from fedhet.engine.device import configure_threads, resolve_device
+    from fedhet.engine.federation import build_federation as build
 
     device = resolve_device(config.run.device)
     configure_threads(config.run.threads, device)
     return build(config, device)
 
 
-def store_options(config: ExperimentConfig, device: torch.device) -> Any:
-    """The storage of per-client tables (server methods' tables; the clients' own state is rounded
-    through the same storage dtype)."""
-    from fedhet.core.store import StoreOptions
-
-    run = config.run
-    return StoreOptions(dtype=run.dtype if run.store_dtype == "auto" else run.store_dtype, device=str(device))
-
-
 def storage_dtype(config: ExperimentConfig) -> torch.dtype:
-    """The dtype per-client rows are stored in (``run.store_dtype``; ``auto`` = ``run.dtype``): float32,
-    bfloat16, float16 or float64, each the torch dtype of that name."""
-    run = config.run
-    return getattr(torch, run.dtype if run.store_dtype == "auto" else run.store_dtype)
+    """The torch dtype per-client rows are stored in (:func:`fedhet.engine.assembly.storage_dtype_name`)."""
+    from fedhet.engine.assembly import storage_dtype_name
+
+    return getattr(torch, storage_dtype_name(config.run))

@@ -64,12 +64,13 @@ def hosted_clients(node_config: dict[str, Any], num_clients: int) -> list[int]:
 def _node(config_text: str) -> tuple[Any, Any, Any, str]:
     """(config, federation, solver, fingerprint) of a run config; cached, so a process that handles
     several messages (an in-process grid) builds the federation once."""
+    from fedhet.algorithms import build as build_algorithm
     from fedhet.engine.fingerprint import config_fingerprint
 
     config = build.config_from_text(config_text)
     build.check_deployable(config)
     federation = build.build_federation(config)
-    solver = build.build_components(config).solver
+    solver = build_algorithm(config).solver
     return config, federation, solver, config_fingerprint(config)["sha256"]
 
 

@@ -24,6 +24,7 @@ import torch
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from fedhet.engine.assembly import simulator_from_config
 from fedhet.engine.simulator import Simulator
 from fedhet.flower import build
 from fedhet.flower.backend import ConnectedClients, FlowerBackend, discover_nodes
@@ -72,12 +73,11 @@ def run_server(grid: Grid, settings: AppSettings) -> ServerResult:
     logger.info("fedhet on Flower: %d SuperNode(s) host %d of %d clients", len(hosts),
                 sum(len(ids) for ids in hosts.values()), task.num_clients)
     backend = FlowerBackend(grid, hosts, round_timeout=settings.round_timeout, fingerprint=fingerprint)
-    components = build.build_components(config)
-    participation = components.participation if settings.participation == "fedhet" else ConnectedClients(backend)
-    simulator = DeploymentSimulator(task, participation=participation, solver=components.solver,
-                                    server=components.server, seed=config.run.seed,
-                                    client_label_counts=federation.label_counts, backend=backend,
-                                    store_options=build.store_options(config, task.device))
+    # The Simulator of `fedhet run` (fedhet.engine.assembly), with its clients on the SuperNodes;
+    # participation "fedhet" is the config's process (None), "nodes" every connected client.
+    participation = None if settings.participation == "fedhet" else ConnectedClients(backend)
+    simulator = simulator_from_config(config, federation, backend=backend, participation=participation,
+                                      simulator_type=DeploymentSimulator)
     records = []
     out = Path(settings.result_dir) if settings.result_dir else None
     started = time.perf_counter()

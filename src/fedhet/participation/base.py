@@ -35,7 +35,6 @@ class ParticipationContext:
 
     num_clients: int
     seed: int
-    client_sizes: torch.Tensor            # [N] int64, examples per client
     client_label_counts: torch.Tensor     # [N, C] int64, examples per client and class
     # Virtual seconds at the start of the round when the run has a virtual clock ([system] section,
     # fedhet.engine.clock), else None; the ``trace`` process reads it.

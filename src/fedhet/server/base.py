@@ -15,7 +15,7 @@ tensors, numbers and per-client stores; a state holding a :class:`~fedhet.core.s
 *consumed* by the call that takes it (the store is written in place), so callers use only the
 returned state (docs/design.md, "State").
 
-A **server method** is anything with ``init(params, context) -> state``,
+A **server method** (:class:`ServerMethod`) is anything with ``init(params, context) -> state``,
 ``broadcast(state) -> {name: tensor}`` (what clients receive; server-side state a local solver
 needs lives here, docs/design.md "Server-side state") and
 ``step(state, params, cohort, context) -> (new_params, state, metrics)``; :class:`ComposedServer` is
@@ -24,7 +24,7 @@ the usual one.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence, runtime_checkable
 
 import torch
 
@@ -41,11 +41,8 @@ class ServerContext:
 
     round_index: int
     num_clients: int
-    seed: int
-    client_sizes: torch.Tensor                          # [N] examples per client
     make_store: Callable[..., ClientStore]
     participation_probabilities: Optional[torch.Tensor] = None   # known p_n, when the process has them
-    client_learning_rate: float = 0.0                   # eta_l the clients used this round (after decay)
     param_names: tuple[str, ...] = ()                   # for per-layer options (store subsets)
     param_slices: Callable[..., torch.Tensor] | None = None
     # participation.explore is on (FedAWARE's exploration sweep): FedAWARE then steps like FedAvg
@@ -109,6 +106,25 @@ class ServerStage(Protocol):
     def update(self, state: Any, cohort: Cohort, context: ServerContext, params: torch.Tensor) -> Any: ...
 
     def broadcast(self, state: Any) -> dict[str, torch.Tensor]: ...
+
+
+@runtime_checkable
+class ServerMethod(Protocol):
+    """The server half of an algorithm, as the simulator runs it (module docstring): every
+    registered server method satisfies it (tests/server/test_server_base.py)."""
+
+    def init(self, params: torch.Tensor, context: ServerContext) -> Any:
+        """The state before round 0."""
+        ...
+
+    def broadcast(self, state: Any) -> dict[str, torch.Tensor]:
+        """What every client of the next round receives besides ``x`` (empty for most methods)."""
+        ...
+
+    def step(self, state: Any, params: torch.Tensor, cohort: Cohort,
+             context: ServerContext) -> tuple[torch.Tensor, Any, dict[str, float]]:
+        """``(new_params, new_state, metrics)`` after the round's cohort; ``state`` is consumed."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,17 +2,36 @@
 import pytest
 import torch
 
-import fedhet.backends.select as select
-from backend_cases import make_task
+import fedhet.engine.backend_choice as select
+from fedhet.algorithms import build as build_algorithm
 from fedhet.config.schema import load_config
 from fedhet.core.options import ConfigError
+from fedhet.engine.backend_choice import BackendOptions
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.checkpoint import load_checkpoint
-from fedhet.engine.runner import configure_threads, resolve_device, run_experiment
+from fedhet.engine.device import configure_threads, resolve_device
+from fedhet.engine.federation import build_federation
+from fedhet.engine.runner import run_experiment
+
+# Synthetic(1,1): 10 devices of unequal sizes, 60 features, 10 classes (tests/backends/backend_cases.py's).
+TASK = ["data.name=synthetic", "data.num_devices=10", "data.max_device_size=90", "partition.name=natural",
+        "partition.num_clients=10", "participation.clients_per_round=5", "client.learning_rate=0.05",
+        "run.progress=false", "run.dtype=float64"]
 
 # d x B = 83,978 x 16 > PROCESS_MIN_STEP_WORK: big enough for worker processes
 BIG = ("model.name=mlp", "model.hidden=[256,256]", "client.batch_size=16")
 TINY = ("model.name=logreg", "client.batch_size=16")
+
+
+def make_task(*overrides: str):
+    """``(task, config)`` of the small federation on the CPU."""
+    config = load_config(None, [*TASK, *overrides])
+    return build_federation(config, torch.device("cpu")).task, config
+
+
+def choose(name, task, config):
+    """``select_backend`` as the runner calls it: with the run's built solver and its options."""
+    return select.select_backend(name, task, build_algorithm(config).solver, BackendOptions.from_config(config))
 
 
 @pytest.fixture
@@ -25,7 +44,7 @@ def cores(monkeypatch):
 def test_auto_on_a_multicore_cpu_picks_processes(cores):
     cores(4)
     task, config = make_task(*BIG)
-    backend, reason = select.select_backend("auto", task, config)
+    backend, reason = choose("auto", task, config)
     try:
         assert backend.name == "processes" and backend.workers == 4 and "4 usable cores" in reason
     finally:
@@ -35,10 +54,10 @@ def test_auto_on_a_multicore_cpu_picks_processes(cores):
 def test_auto_respects_run_threads(cores):
     cores(4)
     task, config = make_task(*BIG, "run.threads=1")
-    backend, reason = select.select_backend("auto", task, config)
+    backend, reason = choose("auto", task, config)
     assert backend.name == "sequential" and "run.threads = 1" in reason
     task, config = make_task(*BIG, "run.threads=3")
-    backend, _ = select.select_backend("auto", task, config)
+    backend, _ = choose("auto", task, config)
     assert backend.name == "processes" and backend.workers == 3
     backend.close()
 
@@ -46,10 +65,10 @@ def test_auto_respects_run_threads(cores):
 def test_auto_with_one_core_or_a_tiny_model_is_sequential(cores):
     cores(1)
     task, config = make_task(*BIG)
-    assert select.select_backend("auto", task, config)[0].name == "sequential"
+    assert choose("auto", task, config)[0].name == "sequential"
     cores(8)
     task, config = make_task(*TINY)
-    backend, reason = select.select_backend("auto", task, config)
+    backend, reason = choose("auto", task, config)
     assert backend.name == "sequential" and "tiny" in reason
 
 
@@ -57,11 +76,11 @@ def test_explicit_backends_and_unknown_names(cores):
     cores(2)
     task, config = make_task(*TINY)
     for name in ("sequential", "vectorized", "processes"):
-        backend, reason = select.select_backend(name, task, config)
+        backend, reason = choose(name, task, config)
         assert backend.name == name and reason.startswith("requested")
         getattr(backend, "close", lambda: None)()
     with pytest.raises(ValueError, match="allowed: auto, sequential, vectorized, processes, ray"):
-        select.select_backend("threads", task, config)
+        choose("threads", task, config)
     with pytest.raises(ConfigError):
         load_config(None, ["run.backend=threads"])
 
@@ -70,12 +89,12 @@ def test_auto_on_an_accelerator_picks_vectorized_unless_it_cannot(monkeypatch):
     task, config = make_task(*TINY)
     task.device = torch.device("meta")     # stands in for a GPU: the rule reads only the device type
     monkeypatch.setattr(select, "unsupported_reason", lambda task, solver: None)
-    backend, reason = select.select_backend("auto", task, config)
+    backend, reason = choose("auto", task, config)
     assert backend.name == "vectorized" and reason == "auto: meta device"
-    backend, reason = select.select_backend("processes", task, config)
+    backend, reason = choose("processes", task, config)
     assert backend.name == "vectorized" and "the task is on meta" in reason
     monkeypatch.setattr(select, "unsupported_reason", lambda task, solver: "the model has dropout")
-    backend, reason = select.select_backend("auto", task, config)
+    backend, reason = choose("auto", task, config)
     assert backend.name == "sequential" and reason == "auto: meta device, but the model has dropout: sequential instead"
 
 
