@@ -8,7 +8,7 @@ authors' released code (``dunzeng/FedAWARE``, ``FeedbackSampler`` in ``mode.py``
   next k clients not yet seen (the last sweep round gets the ``N mod k`` left over), so every client
   trains exactly once in the first ``ceil(N/k)`` rounds; only then does the regular sampler take over
   (and the server switch from plain weighted FedAvg steps to the FedAWARE step; fedhet's FedAWARE
-  server does the same when ``explore`` is on, see :mod:`fedhet.server.fedaware`, "Warm-up");
+  server does the same when ``explore`` is on, see :mod:`fedhet.algorithms.fedaware`, "Warm-up");
 - **startup** (``-startup 1``): round 0 uses k = N, i.e. every client trains in round 0, which
   completes the sweep at once; the regular sampler starts in round 1.
 

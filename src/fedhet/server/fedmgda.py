@@ -45,7 +45,7 @@ from fedhet.core.cohort import Cohort
 from fedhet.core.registry import SERVERS
 from fedhet.server.base import NoState, ComposedServer, ServerContext, ServerOptions, ServerSGD
 from fedhet.server.methods import server_method
-from fedhet.server.fedaware import weight_entropy
+from fedhet.server.aware_direction import weight_entropy
 from fedhet.server.gram import normalized_gram
 from fedhet.server.min_norm import min_norm_weights
 
