@@ -64,15 +64,10 @@ class LatestUpdateTable:
         Consumes ``state``: the store is written in place (it is the state's table); the sum is a
         new tensor.
         """
-        store = state.memory
-        store.write(cohort.client_ids, cohort.pseudo_gradients)
+        state.memory.write(cohort.client_ids, cohort.pseudo_gradients)
         if self.reference:
-            return state._replace(memory_sum=store.table.to(device=state.memory_sum.device,
-                                                            dtype=torch.float64).sum(dim=0))
-        # Read back what was stored (rounded to the storage dtype) so that the sum matches the table.
-        new_rows = store.read(cohort.client_ids, device=cohort.deltas.device)
-        change = (new_rows.to(torch.float64) - old_rows.to(torch.float64)).sum(dim=0)
-        return state._replace(memory_sum=state.memory_sum + change.to(state.memory_sum.device))
+            return state._replace(memory_sum=reference_sum(state.memory).to(state.memory_sum.device))
+        return state._replace(memory_sum=_incremental_sum(state, cohort, old_rows))
 
     @staticmethod
     def mean(state: LatestUpdates, num_clients: int, like: torch.Tensor) -> torch.Tensor:
@@ -82,3 +77,16 @@ class LatestUpdateTable:
     @staticmethod
     def clients_seen(state: LatestUpdates) -> int:
         return int(state.memory.written.sum())
+
+
+def reference_sum(store: ClientStore) -> torch.Tensor:
+    """``sum_{all n} y_n`` of the whole table as stored, in float64 (the reference kernel)."""
+    return store.table.to(torch.float64).sum(dim=0)
+
+
+def _incremental_sum(state: LatestUpdates, cohort: Cohort, old_rows: torch.Tensor) -> torch.Tensor:
+    """The running sum plus ``sum_S (y_n_new - y_n_old)`` (the fast kernel; module docstring)."""
+    # Read back what was stored (rounded to the storage dtype) so that the sum matches the table.
+    new_rows = state.memory.read(cohort.client_ids, device=cohort.deltas.device)
+    change = (new_rows.to(torch.float64) - old_rows.to(torch.float64)).sum(dim=0)
+    return state.memory_sum + change.to(state.memory_sum.device)
