@@ -96,7 +96,7 @@ class Simulator:
             participation_probabilities=self.process.probabilities(self.participation_state),
             client_learning_rate=self.learning_rate(round_index),
             param_names=self.task.spec.names, param_slices=self.task.spec.slices,
-            participation_explore=bool(getattr(self.process, "explore", False)))
+            participation_explore=self.process.explores())
 
     def learning_rate(self, round_index: int) -> float:
         return local_learning_rate(self.solver.options, round_index)

@@ -112,6 +112,10 @@ class WarmedUpProcess:
         """The process's own p_n (the warm-up rounds are transient and not counted)."""
         return self.process.probabilities(state.inner)
 
+    def explores(self) -> bool:
+        """``explore`` (the startup round alone is no sweep: every client trains in round 0 anyway)."""
+        return self.explore
+
     def _sweep_round(self, state: WarmupState, round_index: int,
                      context: ParticipationContext) -> torch.Tensor:
         num_clients = context.num_clients
