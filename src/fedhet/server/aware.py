@@ -29,6 +29,10 @@ unchanged until every client has trained once, as FedAWARE itself steps like Fed
 projection starts in the round in which the last client is seen (metric ``aware_warmup``: 1 before, 0
 from then on). Without explore the projection uses the clients seen so far from the first round.
 
+The projection is one float64 formula (:func:`project_onto`), the same on both kernels;
+``server.aware_kernel`` chooses the direction's (the fast kernel or the plain reference,
+:mod:`fedhet.server.aware_direction`).
+
 Edge cases: before any client with a non-zero momentum has been seen there is no ``d`` and the
 method's step is left unchanged; if ``d = 0`` (the convex hull of the momenta contains 0: no common
 descent direction) the projected step is zero.
