@@ -10,7 +10,7 @@ store (``make_store``). A method with a table of its own must declare ``kernel``
   (counted by wrapping both sets), so a kernel option that selects nothing fails here;
 - bitwise, with the same uploads every round (server called directly): the tables (FedAWARE's and
   AWARE's momenta ``m_i``, FedVarp's and MIFA's ``y_n``), which both kernels compute with the same
-  roundings (float32 and float64 stores);
+  roundings (bfloat16, float32 and float64 stores);
 - float64, a few rounds of a tiny least-squares federation through the simulator: the final
   parameters within ``PARAMS_TOL`` (relative and absolute; the parameters are of order 1). The
   kernels differ only in summation order (Gram entries, the sum of the ``y_n``, ``d``: relative
@@ -39,6 +39,7 @@ from fedhet.core.options import ConfigError, build_options
 from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.participation.uniform import UniformOptions, UniformParticipation
+from fedhet.participation.warmup import with_warmup
 from fedhet.problems.least_squares import make_least_squares
 from fedhet.server import aware_direction, latest_updates
 from fedhet.server.aware_direction import MomentumDirection
@@ -195,10 +196,10 @@ def _cohorts(dtype: torch.dtype) -> list[Cohort]:
             for ids in rounds]
 
 
-@pytest.mark.parametrize("store_dtype", ["float32", "float64"])
+@pytest.mark.parametrize("store_dtype", ["bfloat16", "float32", "float64"])
 @pytest.mark.parametrize("name,values", CASES, ids=IDS)
 def test_both_kernels_write_bitwise_the_same_tables(name, values, store_dtype):
-    dtype = getattr(torch, store_dtype)
+    dtype = torch.float64 if store_dtype == "float64" else torch.float32     # the run's compute dtype
 
     def run(kernel):
         solver, server = _build(name, _with_kernel(name, values, kernel))
@@ -249,3 +250,25 @@ def test_the_reference_solver_finds_the_same_weights_and_gram(name, values):
             torch.testing.assert_close(stage_state.gram, full, rtol=GRAM_RTOL, atol=0)
             checked += 1
     assert checked >= 1
+
+
+@pytest.mark.parametrize("values, explore", [
+    ({"normalize": False}, False),
+    ({"uniform_weights": True}, False),
+    ({"alpha": 0.3}, True),
+], ids=["raw-momenta", "uniform-weights-NA", "explore-warmup"])
+def test_fedaware_options_agree_on_both_kernels(values, explore):
+    # The options the registry-derived run leaves at their defaults: the papers' Eq. (2) on raw
+    # momenta, the NA ablation, and the FedAvg warm-up of the exploration sweep.
+    def run(kernel):
+        problem = _problem()
+        solver, server = _build("fedaware", {**values, "kernel": kernel, "solver_tol": 0.0})
+        participation = with_warmup(UniformParticipation(UniformOptions(clients_per_round=2, explore=explore)),
+                                    UniformOptions(clients_per_round=2, explore=explore))
+        simulator = problem.simulator(solver=solver, server=server, participation=participation, seed=3)
+        simulator.run(ROUNDS)
+        return simulator.params
+
+    fast, reference = run("fast"), run("reference")
+    assert not torch.equal(fast, _problem().initial_params)
+    torch.testing.assert_close(reference, fast, rtol=PARAMS_TOL, atol=PARAMS_TOL)
