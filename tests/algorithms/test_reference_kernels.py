@@ -272,3 +272,14 @@ def test_fedaware_options_agree_on_both_kernels(values, explore):
     fast, reference = run("fast"), run("reference")
     assert not torch.equal(fast, _problem().initial_params)
     torch.testing.assert_close(reference, fast, rtol=PARAMS_TOL, atol=PARAMS_TOL)
+
+
+def test_an_unknown_kernel_is_refused_in_the_options_and_by_the_building_blocks():
+    with pytest.raises(ConfigError, match=r"server\.kernel"):
+        _server_options("mifa", {"kernel": "dense"})
+    with pytest.raises(ConfigError, match=r"server\.aware_kernel"):
+        _server_options("fedavg", {"aware": True, "aware_kernel": "dense"})
+    with pytest.raises(ValueError, match="kernel must be one of fast, reference, got 'dense'"):
+        latest_updates.LatestUpdateTable("mifa-memory", "dense")
+    with pytest.raises(ValueError, match="kernel must be one of fast, reference, got 'dense'"):
+        MomentumDirection(aware_direction.DirectionSettings(kernel="dense"))

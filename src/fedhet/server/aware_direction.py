@@ -57,7 +57,7 @@ import torch
 from fedhet.core.cohort import Cohort
 from fedhet.core.options import ConfigError
 from fedhet.core.store import ClientStore
-from fedhet.server.aware_options import AwareOptions
+from fedhet.server.aware_options import KERNELS, AwareOptions
 from fedhet.server.base import ServerContext, data_size_weights
 from fedhet.server.gram import gram_update, normalized_gram, submatrix
 from fedhet.server.min_norm import min_norm_weights
@@ -118,6 +118,9 @@ class MomentumDirection:
     """
 
     def __init__(self, settings: DirectionSettings):
+        if settings.kernel not in KERNELS:
+            raise ValueError(f"{settings.store_name}: kernel must be one of {', '.join(KERNELS)}, "
+                             f"got {settings.kernel!r}")
         self.settings = settings
         self.reference = settings.kernel == "reference"
 

@@ -25,6 +25,7 @@ import torch
 
 from fedhet.core.cohort import Cohort
 from fedhet.core.store import ClientStore
+from fedhet.server.aware_options import KERNELS
 from fedhet.server.base import ServerContext
 
 
@@ -45,6 +46,8 @@ class LatestUpdateTable:
     """
 
     def __init__(self, store_name: str, kernel: str = "fast"):
+        if kernel not in KERNELS:
+            raise ValueError(f"{store_name}: kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
         self.store_name = store_name
         self.reference = kernel == "reference"
 
