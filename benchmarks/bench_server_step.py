@@ -50,7 +50,7 @@ from fedhet.core.cohort import Cohort
 from fedhet.core.options import build_options
 from fedhet.core.registry import SERVERS
 from fedhet.core.store import ClientStore, StoreOptions
-from fedhet.server import fedaware
+from fedhet.server import aware_direction
 from fedhet.server.base import ServerContext
 from fedhet.server.gram import gram_update
 
@@ -62,11 +62,11 @@ RANK = 8
 
 
 def legacy_weighted_rows(store: ClientStore, ids: torch.Tensor, coefficients: torch.Tensor) -> torch.Tensor:
-    """fedaware._weighted_rows before server/table_kernels.py (verbatim), for the "before" column."""
+    """aware_direction._weighted_rows before server/table_kernels.py (verbatim), for the "before" column."""
     dense = torch.zeros(store.num_clients, dtype=torch.float64)
     dense[ids] = coefficients.to(torch.float64)
     total = torch.zeros(store.dim, dtype=store.compute_dtype, device=store.table.device)
-    for start, stop in store.row_blocks(fedaware._BLOCK_BYTES):
+    for start, stop in store.row_blocks(aware_direction._BLOCK_BYTES):
         block = dense[start:stop]
         if not bool((block != 0).any()):
             continue
@@ -82,16 +82,16 @@ def legacy_read(self: ClientStore, ids: torch.Tensor, device=None) -> torch.Tens
 
 
 _READ = ClientStore.read
-_GRAM_BLOCK_VALUES = fedaware._GRAM_BLOCK_VALUES
+_GRAM_BLOCK_VALUES = aware_direction._GRAM_BLOCK_VALUES
 _LEGACY_GRAM_BLOCK_VALUES = 1 << 22
 
 
 class Parts:
-    """Wall seconds of the step's parts, by wrapping fedaware's module-level calls."""
+    """Wall seconds of the step's parts, by wrapping the direction module's (fedhet.server.aware_direction) module-level calls."""
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
-        self.weighted_rows = fedaware._weighted_rows
+        self.weighted_rows = aware_direction._weighted_rows
 
     def wrap(self, name, function):
         def timed(*args, **kwargs):
@@ -104,13 +104,13 @@ class Parts:
 
     def install(self, legacy: bool):
         ClientStore.read = legacy_read if legacy else _READ
-        fedaware._GRAM_BLOCK_VALUES = _LEGACY_GRAM_BLOCK_VALUES if legacy else _GRAM_BLOCK_VALUES
-        fedaware.gram_update = self.wrap("gram", gram_update)
-        fedaware.min_norm_weights = self.wrap("solve", _MIN_NORM)
-        fedaware._weighted_rows = self.wrap("weighted_sum", legacy_weighted_rows if legacy else self.weighted_rows)
+        aware_direction._GRAM_BLOCK_VALUES = _LEGACY_GRAM_BLOCK_VALUES if legacy else _GRAM_BLOCK_VALUES
+        aware_direction.gram_update = self.wrap("gram", gram_update)
+        aware_direction.min_norm_weights = self.wrap("solve", _MIN_NORM)
+        aware_direction._weighted_rows = self.wrap("weighted_sum", legacy_weighted_rows if legacy else self.weighted_rows)
 
 
-_MIN_NORM = fedaware.min_norm_weights
+_MIN_NORM = aware_direction.min_norm_weights
 
 
 def make_updates(kind: str, count: int, dim: int, generator: torch.Generator, basis: torch.Tensor | None):
@@ -181,21 +181,21 @@ def measure(dtype: str, kind: str, num_clients: int, dim: int, per_round: list[i
         # state's weights, computed the old way and the new way.
         aggregator = state.aggregator
         ids = torch.randperm(num_clients, generator=generator)[:k].sort().values
-        accumulate = fedaware._accumulate_dtype(store)
+        accumulate = aware_direction._accumulate_dtype(store)
         gram = aggregator.gram
         grams = []
         for legacy in (True, False):
             parts.install(legacy)
             if store.storage_dtype == accumulate:
-                chunk_rows, chunk_cols = max(k, fedaware._GRAM_WIDE_ROWS), dim
+                chunk_rows, chunk_cols = max(k, aware_direction._GRAM_WIDE_ROWS), dim
             else:
-                chunk_rows, chunk_cols = max(k, fedaware._GRAM_BLOCK_VALUES // dim, 1), None
-            grams.append(gram_update(gram, fedaware._row_source(store), ids, chunk_rows=chunk_rows,
+                chunk_rows, chunk_cols = max(k, aware_direction._GRAM_BLOCK_VALUES // dim, 1), None
+            grams.append(gram_update(gram, aware_direction._row_source(store), ids, chunk_rows=chunk_rows,
                                      chunk_cols=chunk_cols, accumulate_dtype=accumulate,
                                      threads=1 if legacy else threads))
         old_gram, new_gram = grams
         del grams
-        solved = fedaware.MomentumDirection(fedaware.DirectionSettings()).solve(aggregator)
+        solved = aware_direction.MomentumDirection(aware_direction.DirectionSettings()).solve(aggregator)
         weight_ids, weights, norms, _ = solved
         coefficients = weights / norms
         old_sum = legacy_weighted_rows(store, weight_ids, coefficients)
@@ -222,8 +222,8 @@ def measure(dtype: str, kind: str, num_clients: int, dim: int, per_round: list[i
               f"parts after {part_times['after'][-1]}", flush=True)
     parts.install(legacy=False)
     ClientStore.read = _READ
-    fedaware.gram_update, fedaware.min_norm_weights = gram_update, _MIN_NORM
-    fedaware._weighted_rows = parts.weighted_rows
+    aware_direction.gram_update, aware_direction.min_norm_weights = gram_update, _MIN_NORM
+    aware_direction._weighted_rows = parts.weighted_rows
     del state, stores, store, params
     gc.collect()
     return rows

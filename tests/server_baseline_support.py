@@ -59,6 +59,9 @@ class ScriptedParticipation:
     def probabilities(self, state) -> Optional[torch.Tensor]:
         return self.known
 
+    def explores(self) -> bool:
+        return False
+
 
 def simulator(federation, server, *, participation=None, solver=None, seed: int = 0, rounds: int = 0,
               store_dtype: str = "float64", label_counts: Optional[torch.Tensor] = None):

@@ -92,6 +92,9 @@ class _ScriptedParticipation:
         # known_participation) can run too.
         return torch.full((self.mask.shape[1],), float(self.mask.float().mean()), dtype=torch.float64)
 
+    def explores(self) -> bool:
+        return False
+
 
 def _pair_for_solver(name: str) -> tuple[str, str]:
     from fedhet.core.registry import ALGORITHMS

@@ -42,7 +42,7 @@ IMAGES = ["data.name=fmnist", f"data.root={FMNIST_ROOT}", "partition.name=iid", 
 
 # (section, field) -> (the setting that makes it take effect, a non-default value of the field).
 AWARE_FIELDS = {"aware_alpha": 0.3, "aware_normalize": False, "aware_solver_tol": 1e-6,
-                "aware_solver_max_iter": 7, "aware_momentum_layers": ["linear.weight"]}
+                "aware_solver_max_iter": 7, "aware_momentum_layers": ["linear.weight"], "aware_kernel": "reference"}
 GATES: dict[tuple[str, str], tuple[str, Any]] = {
     ("client", "lr_step_every"): ("client.lr_step_start=2", 7),
     ("client", "lr_step_factor"): ("client.lr_step_start=2", 0.25),

@@ -58,7 +58,6 @@ class ArrivedOnly:
 
     def __init__(self, inner: Any, log: torch.Tensor):
         self.inner, self.log = inner, log
-        self.explore = getattr(inner, "explore", False)
 
     def init(self, context):
         return self.inner.init(context)
@@ -70,6 +69,9 @@ class ArrivedOnly:
 
     def probabilities(self, state):
         return self.inner.probabilities(state)
+
+    def explores(self):
+        return self.inner.explores()
 
 
 def simulate_with_arrivals(config: Any, log: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -56,6 +56,15 @@ def test_without_warmup_options_the_process_is_not_wrapped():
     assert with_warmup(bare, UniformOptions()) is bare
 
 
+@pytest.mark.parametrize("warmup", [{}, {"explore": True}, {"startup_round": True},
+                                    {"explore": True, "startup_round": True}])
+@pytest.mark.parametrize("name", sorted(PROCESSES))
+def test_every_process_answers_the_typed_warmup_query(name, warmup):
+    # What the simulator hands the server as ServerContext.participation_explore (FedAWARE's and
+    # AWARE's FedAvg phase): the explore option, and nothing else (the startup round is no sweep).
+    assert build(name, **warmup).explores() is bool(warmup.get("explore"))
+
+
 def test_explore_sweeps_every_client_exactly_once_with_k_per_round():
     ctx = label_context(23)
     k = 5

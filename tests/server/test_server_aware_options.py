@@ -6,7 +6,7 @@ import fedhet.components  # noqa: F401  (registers the components)
 from fedhet.server.aware import AwareProjection
 from fedhet.server.aware_options import AwareOptions
 from fedhet.server.base import ServerOptions
-from fedhet.server.fedaware import FedAwareOptions
+from fedhet.algorithms.fedaware import FedAwareOptions
 
 
 def _fields(cls):

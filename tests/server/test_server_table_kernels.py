@@ -167,7 +167,7 @@ def test_fedaware_on_several_threads_is_bitwise_fedaware_on_one(storage):
 
 @pytest.mark.parametrize("storage", ["float32", "bfloat16"])
 def test_gram_blocks_of_more_other_rows_give_the_same_bits(storage):
-    # FedAWARE's 16-bit stores use blocks of max(K, 2**25 // d) rows (fedaware._GRAM_BLOCK_VALUES);
+    # FedAWARE's 16-bit stores use blocks of max(K, 2**25 // d) rows (aware_direction._GRAM_BLOCK_VALUES);
     # before, max(K, 2**22 // d). With all changed rows in one block either way, the block size only
     # splits the columns of one product.
     generator = torch.Generator().manual_seed(6)

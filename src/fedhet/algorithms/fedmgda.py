@@ -49,8 +49,8 @@ import torch
 from fedhet.core.cohort import Cohort
 from fedhet.core.options import option
 from fedhet.core.registry import SERVERS
+from fedhet.server.aware_direction import weight_entropy
 from fedhet.server.base import ComposedServer, NoState, ServerContext, ServerOptions, SGDOptimizer
-from fedhet.server.fedaware import weight_entropy
 from fedhet.server.gram import normalized_gram
 from fedhet.server.methods import server_method
 from fedhet.server.min_norm import min_norm_weights

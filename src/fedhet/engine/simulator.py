@@ -96,7 +96,7 @@ class Simulator:
             round_index=round_index, num_clients=self.task.num_clients, make_store=self.make_store,
             participation_probabilities=self.process.probabilities(self.participation_state),
             param_names=self.task.spec.names, param_slices=self.task.spec.slices,
-            participation_explore=bool(getattr(self.process, "explore", False)))
+            participation_explore=self.process.explores())
 
     def learning_rate(self, round_index: int) -> float:
         return local_learning_rate(self.solver.options, round_index)

@@ -204,8 +204,6 @@ class ConnectedClients:
     No probabilities are known (``probabilities`` is None), so methods that need them (e.g.
     ``known_participation``) refuse it as they refuse any process without them."""
 
-    explore = False
-
     def __init__(self, backend: FlowerBackend):
         self.backend = backend
 
@@ -217,3 +215,6 @@ class ConnectedClients:
 
     def probabilities(self, state: dict[str, Any]) -> None:
         return None
+
+    def explores(self) -> bool:
+        return False

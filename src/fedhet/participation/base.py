@@ -63,6 +63,13 @@ class ParticipationProcess(Protocol):
         """
         ...
 
+    def explores(self) -> bool:
+        """Whether the first rounds are FedAWARE's exploration sweep (``participation.explore``,
+        :mod:`fedhet.participation.warmup`). The server learns it as
+        ``ServerContext.participation_explore``: FedAWARE steps like FedAvg, and AWARE leaves the
+        method's step unchanged, until every client has trained once. Constant for a process."""
+        ...
+
 
 class Stream(enum.IntEnum):
     """Independent random streams of the participation stage.

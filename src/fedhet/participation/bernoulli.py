@@ -64,6 +64,9 @@ class BernoulliParticipation:
         :func:`effective_bernoulli_rate`)."""
         return torch.full((int(state.num_clients),), self.ratio, dtype=torch.float32)
 
+    def explores(self) -> bool:
+        return False          # no exploration sweep: with_warmup wraps the process when asked for one
+
 
 @PARTICIPATION.register("bernoulli", BernoulliOptions)
 def make_bernoulli(options: BernoulliOptions) -> ParticipationProcess:

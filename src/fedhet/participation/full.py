@@ -36,6 +36,9 @@ class FullParticipation:
     def probabilities(self, state: FullState) -> torch.Tensor:
         return torch.ones(int(state.num_clients), dtype=torch.float32)
 
+    def explores(self) -> bool:
+        return False          # no exploration sweep: with_warmup wraps the process when asked for one
+
 
 @PARTICIPATION.register("full", FullOptions)
 def make_full(options: FullOptions) -> ParticipationProcess:

@@ -292,6 +292,9 @@ class HeterogeneousParticipation:
         """``p_n`` (for ``cyclic`` the realised rate is ``A_n / L_n``, see the module docstring)."""
         return state.probabilities.to(torch.float32)
 
+    def explores(self) -> bool:
+        return False          # no exploration sweep: with_warmup wraps the process when asked for one
+
 
 @PARTICIPATION.register("heterogeneous", HeterogeneousOptions)
 def make_heterogeneous(options: HeterogeneousOptions) -> ParticipationProcess:

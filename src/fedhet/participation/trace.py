@@ -90,6 +90,9 @@ class TraceParticipation:
         on_time = torch.zeros_like(state.period).index_add_(0, state.owner, state.end - state.start)
         return (on_time / state.period).clamp(max=1.0).to(torch.float32)
 
+    def explores(self) -> bool:
+        return False          # no exploration sweep: with_warmup wraps the process when asked for one
+
 
 @PARTICIPATION.register("trace", TraceOptions)
 def make_trace(options: TraceOptions) -> ParticipationProcess:

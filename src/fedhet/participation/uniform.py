@@ -54,6 +54,9 @@ class UniformParticipation:
         num_clients = int(state.num_clients)
         return torch.full((num_clients,), self.clients_per_round / num_clients, dtype=torch.float32)
 
+    def explores(self) -> bool:
+        return False          # no exploration sweep: with_warmup wraps the process when asked for one
+
 
 @PARTICIPATION.register("uniform", UniformOptions)
 def make_uniform(options: UniformOptions) -> ParticipationProcess:

@@ -8,7 +8,7 @@ authors' released code (``dunzeng/FedAWARE``, ``FeedbackSampler`` in ``mode.py``
   next k clients not yet seen (the last sweep round gets the ``N mod k`` left over), so every client
   trains exactly once in the first ``ceil(N/k)`` rounds; only then does the regular sampler take over
   (and the server switch from plain weighted FedAvg steps to the FedAWARE step; fedhet's FedAWARE
-  server does the same when ``explore`` is on, see :mod:`fedhet.server.fedaware`, "Warm-up");
+  server does the same when ``explore`` is on, see :mod:`fedhet.algorithms.fedaware`, "Warm-up");
 - **startup** (``-startup 1``): round 0 uses k = N, i.e. every client trains in round 0, which
   completes the sweep at once; the regular sampler starts in round 1.
 
@@ -111,6 +111,10 @@ class WarmedUpProcess:
     def probabilities(self, state: WarmupState) -> Optional[torch.Tensor]:
         """The process's own p_n (the warm-up rounds are transient and not counted)."""
         return self.process.probabilities(state.inner)
+
+    def explores(self) -> bool:
+        """``explore`` (the startup round alone is no sweep: every client trains in round 0 anyway)."""
+        return self.explore
 
     def _sweep_round(self, state: WarmupState, round_index: int,
                      context: ParticipationContext) -> torch.Tensor:

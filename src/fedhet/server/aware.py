@@ -16,18 +16,23 @@ gradient step (FedDyn) says so in its registration (``gradient_step=NotAGradient
 :class:`fedhet.core.registry.ServerRegistry`), and :func:`fedhet.algorithms.server_for` then refuses
 ``server.aware = true`` with a ConfigError.
 
-The momenta, their Gram matrix and ``d`` are FedAWARE's (:class:`fedhet.server.fedaware.MomentumDirection`),
+The momenta, their Gram matrix and ``d`` are FedAWARE's (:class:`fedhet.server.aware_direction.MomentumDirection`),
 tuned by the ``aware_*`` options of :class:`~fedhet.server.base.ServerOptions` (``aware_alpha``,
-``aware_normalize``, ``aware_solver_tol``, ``aware_solver_max_iter``, ``aware_momentum_layers``: an
+``aware_normalize``, ``aware_solver_tol``, ``aware_solver_max_iter``, ``aware_momentum_layers``,
+``aware_kernel``, the fast kernel or the plain reference beside it: an
 :class:`~fedhet.server.aware_options.AwareOptions`, read by ``AwareOptions.read(options, "aware_")``),
 stored in a per-client store named ``aware_momentum`` (the run's dtype, memory mapping; checkpointed).
 The momenta are updated from every round's uploads ``g_i``, whatever the method's own aggregation.
 
 Warm-up: with ``participation.explore`` on (the authors' exploration sweep), the method's step is left
 unchanged until every client has trained once, as FedAWARE itself steps like FedAvg then
-(:mod:`fedhet.server.fedaware`, "Warm-up"); the momenta are still updated from every round, and the
+(:mod:`fedhet.algorithms.fedaware`, "Warm-up"); the momenta are still updated from every round, and the
 projection starts in the round in which the last client is seen (metric ``aware_warmup``: 1 before, 0
 from then on). Without explore the projection uses the clients seen so far from the first round.
+
+The projection is one float64 formula (:func:`project_onto`), the same on both kernels;
+``server.aware_kernel`` chooses the direction's (the fast kernel or the plain reference,
+:mod:`fedhet.server.aware_direction`).
 
 Edge cases: before any client with a non-zero momentum has been seen there is no ``d`` and the
 method's step is left unchanged; if ``d = 0`` (the convex hull of the momenta contains 0: no common
@@ -46,7 +51,7 @@ import torch
 from fedhet.core.cohort import Cohort
 from fedhet.server.aware_options import AwareOptions
 from fedhet.server.base import ServerContext, ServerOptions
-from fedhet.server.fedaware import DirectionSettings, DirectionState, MomentumDirection
+from fedhet.server.aware_direction import DirectionSettings, DirectionState, MomentumDirection
 
 
 def project_onto(update: torch.Tensor, direction: torch.Tensor) -> tuple[torch.Tensor, float, float]:

@@ -14,6 +14,21 @@ from typing import Any
 
 from fedhet.core.options import option
 
+# The server.kernel choices of every server part that keeps per-client tables (FedAWARE's and
+# AWARE's direction here, FedVarp's and MIFA's table in fedhet.server.latest_updates): "fast" is the
+# blocked, threaded or incremental code, "reference" the plain dense torch beside it in the paper's
+# notation (as torch.optim keeps _single_tensor_adam beside _multi_tensor_adam);
+# tests/algorithms/test_reference_kernels.py runs every such method on both. Declared here, beside
+# the first options that use it, because server.base imports this module and nothing else.
+KERNELS = ("fast", "reference")
+
+
+def kernel_option() -> Any:
+    """The ``kernel`` option (:data:`KERNELS`) of a server part that keeps per-client tables."""
+    return option("fast", choices=KERNELS,
+                  help="server kernel: fast (blocked, threaded, incremental) or reference (the plain dense "
+                       "torch beside it, in the paper's notation; slower, for checking)")
+
 
 @dataclasses.dataclass(frozen=True)
 class AwareOptions:
@@ -31,6 +46,7 @@ class AwareOptions:
         default_factory=tuple,
         help="parameter names whose coordinates the momenta keep (empty = all): lambda comes from these "
              "coordinates and d uses it there; the other coordinates step along the FedAvg aggregate")
+    kernel: str = kernel_option()
 
     @classmethod
     def read(cls, options: Any, prefix: str = "") -> "AwareOptions":

@@ -146,6 +146,7 @@ class ServerOptions:
     aware_solver_tol: float = aware_field("solver_tol", help_prefix="AWARE: ")
     aware_solver_max_iter: int = aware_field("solver_max_iter", help_prefix="AWARE: ")
     aware_momentum_layers: tuple[str, ...] = aware_field("momentum_layers", help_prefix="AWARE: ")
+    aware_kernel: str = aware_field("kernel", help_prefix="AWARE: ")
 
     def validate(self, section: str) -> None:
         # The aware_* settings tune the extension only: set without it, they would be recorded in

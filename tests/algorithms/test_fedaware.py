@@ -1,4 +1,4 @@
-"""FedAWARE (server/fedaware.py) against independent truths: hand-built momenta, an exact min-norm
+"""FedAWARE (algorithms/fedaware.py, server/aware_direction.py) against independent truths: hand-built momenta, an exact min-norm
 solver by active-set enumeration, full Gram recomputation, and an uninterrupted run."""
 import io
 import itertools
