@@ -80,6 +80,54 @@ from fedhet.server.aware_direction import DirectionSettings, DirectionState, Mom
 from fedhet.server.aware_options import AwareOptions, aware_field
 from fedhet.server.base import ComposedServer, ServerContext, ServerOptions, SGDOptimizer, data_size_weights
 from fedhet.server.methods import server_method
+
+
+@dataclasses.dataclass(frozen=True)
+class FedAwareOptions(ServerOptions):
+    """``[server]`` options of ``fedaware``: :class:`~fedhet.server.aware_options.AwareOptions`
+    (declared from it) and the NA ablation."""
+
+    alpha: float = aware_field("alpha")
+    normalize: bool = aware_field("normalize")
+    uniform_weights: bool = option(False, help="ablation 'FedAWARE-NA': uniform lambda over the momenta of the "
+                                               "clients seen so far instead of the min-norm weights")
+    solver_tol: float = aware_field("solver_tol")
+    solver_max_iter: int = aware_field("solver_max_iter")
+    momentum_layers: tuple[str, ...] = aware_field("momentum_layers")
+    kernel: str = aware_field("kernel")
+
+
+# FedAWARE's state: the momenta m_i (a per-client store, written in place: docs/design.md "State")
+# and their Gram matrix Q = M M^T (float64 [N, N]).
+FedAwareState = DirectionState
+
+
+class FedAwareAggregator:
+    """Aggregator stage of FedAWARE: the momentum update, the min-norm weights, ``G = d``."""
+
+    def __init__(self, settings: DirectionSettings):
+        self.direction = MomentumDirection(settings)
+
+    def init(self, params: torch.Tensor, context: ServerContext) -> FedAwareState:
+        return self.direction.init(params, context)
+
+    def aggregate(self, state: FedAwareState, cohort: Cohort,
+                  context: ServerContext) -> tuple[Optional[torch.Tensor], FedAwareState, dict[str, float]]:
+        state = self.direction.observe(state, cohort, context)      # m_i <- (1-alpha) m_i + alpha g_i  (Eq. 3)
+        if context.participation_explore and not bool(state.momenta.written.all()):
+            # The authors' code: FedAvg steps until the exploration sweep has seen every client.
+            metrics = {"aware_warmup": 1.0, "aware_num_seen": float(int(state.momenta.written.sum()))}
+            if len(cohort) == 0:
+                return None, state, metrics
+            return data_size_weights(cohort) @ cohort.pseudo_gradients, state, metrics
+        weights = self.direction.solve(state)                       # lambda = argmin ||sum lambda_i m_i||^2  (Eq. 2)
+        d, metrics = self.direction.combine(state, weights, cohort)  # d = sum_i lambda_i m_i
+        if context.participation_explore:
+            metrics = {**metrics, "aware_warmup": 0.0}
+        return d, state, metrics
+
+
+@SERVERS.register("fedaware", FedAwareOptions, gradient_step=True)
 def make_fedaware(options: FedAwareOptions) -> ComposedServer:
     """FedAWARE (Zeng et al., AISTATS 2025): x <- x - eta_g d, d the min-norm combination of the momenta."""
     settings = DirectionSettings.of(AwareOptions.read(options), uniform_weights=options.uniform_weights,
