@@ -22,7 +22,6 @@ from fedhet.experiments.grid import parse_grid
 from fedhet.experiments.plan import plan_sweep
 from fedhet.experiments.progress import DONE
 from fedhet.experiments.sweep import run_sweep
-
 from ray_cluster import LoopbackRayCluster
 from small_run import small_toml
 

@@ -24,7 +24,7 @@ import fedhet.components  # noqa: F401  (registers every component before the pa
 from fedhet.algorithms import build
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.cli import main
-from fedhet.config.schema import COMPONENT_SECTIONS, Component, config_to_toml, load_config
+from fedhet.config.schema import COMPONENT_SECTIONS, Component, load_config
 from fedhet.core.options import ConfigError
 from fedhet.core.registry import ALGORITHMS, PARTICIPATION, SERVERS
 from fedhet.engine.runner import build_federation

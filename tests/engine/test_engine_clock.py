@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from fedhet.algorithms import build as build_algorithm
 from fedhet.backends.processes import ProcessPoolBackend, fork_available
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.backends.vectorized import VectorizedBackend
@@ -17,7 +18,6 @@ from fedhet.engine.checkpoint import load_checkpoint
 from fedhet.engine.clock import CLOCK_RECORD_KEYS, build_clock
 from fedhet.engine.runner import build_federation, resume_run, run_experiment
 from fedhet.engine.simulator import Simulator
-from fedhet.algorithms import build as build_algorithm
 from fedhet.system.profiles import ClientProfiles, write_profiles
 from small_run import SMALL, StopAfter
 

@@ -9,11 +9,11 @@ import torch
 
 from fedhet.algorithms import build as build_algorithm
 from fedhet.config.schema import apply_overrides, parse_override, resolve_config
+from fedhet.core.registry import PARTICIPATION
+from fedhet.core.store import StoreOptions
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.runner import build_federation, run_experiment
 from fedhet.engine.simulator import Simulator
-from fedhet.core.registry import PARTICIPATION
-from fedhet.core.store import StoreOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK_CONFIG = ROOT / "configs" / "flower" / "loopback_fedaware.toml"

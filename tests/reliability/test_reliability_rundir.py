@@ -14,8 +14,8 @@ import pytest
 
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.fingerprint import ConfigChangedError
-from fedhet.engine.runner import resume_run, run_experiment
 from fedhet.engine.rundir_lock import DirectoryLock, RunDirectoryInUseError
+from fedhet.engine.runner import resume_run, run_experiment
 from fedhet.experiments.plan import plan_sweep
 from fedhet.experiments.progress import DONE
 from fedhet.experiments.sweep import run_sweep

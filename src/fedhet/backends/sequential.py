@@ -24,8 +24,17 @@ from typing import Optional
 
 import torch
 
-from fedhet.backends.base import (RoundWork, augmentation_generator, client_batches, client_plan, cohort_sizes,
-                                  on_device, seed_dropout, slice_states, stack_states)
+from fedhet.backends.base import (
+    RoundWork,
+    augmentation_generator,
+    client_batches,
+    client_plan,
+    cohort_sizes,
+    on_device,
+    seed_dropout,
+    slice_states,
+    stack_states,
+)
 from fedhet.backends.mlp_grad import mlp_gradient
 from fedhet.client.base import LocalSolver
 from fedhet.client.context import ClientContext, begin_client

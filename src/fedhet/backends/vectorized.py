@@ -45,8 +45,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch import nn
 
-from fedhet.backends.base import (RoundWork, augmentation_generator, client_batches, client_plan, cohort_sizes,
-                                  on_device)
+from fedhet.backends.base import RoundWork, augmentation_generator, client_batches, client_plan, cohort_sizes, on_device
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import LocalSolver
 from fedhet.client.context import ClientContext, begin_client

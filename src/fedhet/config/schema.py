@@ -39,8 +39,16 @@ from typing import Any, Mapping, Optional
 from fedhet.config.client_eval import check_client_eval
 from fedhet.config.system import check_system
 from fedhet.core.options import ConfigError, OverrideText, build_options, option, options_to_dict
-from fedhet.core.registry import (ALGORITHMS, CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS,
-                                  SERVERS, Registry)
+from fedhet.core.registry import (
+    ALGORITHMS,
+    CLIENT_SOLVERS,
+    DATASETS,
+    MODELS,
+    PARTICIPATION,
+    PARTITIONERS,
+    SERVERS,
+    Registry,
+)
 from fedhet.names import check_name
 from fedhet.system.options import SystemOptions
 from fedhet.tracking.names import check_tracking_options

@@ -25,18 +25,18 @@ import torch
 from fedhet.backends.base import RoundWork
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import local_learning_rate, with_effective_steps
+from fedhet.core.cohort import Cohort
+from fedhet.core.store import ClientStore, StoreOptions
+from fedhet.core.task import FederatedTask
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.clock import VirtualClock
-from fedhet.core.cohort import Cohort
 from fedhet.engine.determinism import deterministic_kernels
 from fedhet.engine.divergence import divergence_reason
 from fedhet.engine.metrics import cohort_metrics
 from fedhet.engine.participation_log import ParticipationLog
-from fedhet.core.task import FederatedTask
 from fedhet.errors import FedhetError
 from fedhet.participation.base import ParticipationContext
 from fedhet.server.base import ServerContext
-from fedhet.core.store import ClientStore, StoreOptions
 
 
 class TrainingDivergedError(FedhetError, RuntimeError):

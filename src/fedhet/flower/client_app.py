@@ -24,8 +24,16 @@ from fedhet.backends.sequential import SequentialBackend
 from fedhet.engine.determinism import deterministic_kernels
 from fedhet.errors import FedhetError
 from fedhet.flower import build
-from fedhet.flower.messages import (TrainRequest, Upload, client_state_key, hosted_content, pending_round_key,
-                                    pending_state_key, record_tensors, tensors_record)
+from fedhet.flower.messages import (
+    TrainRequest,
+    Upload,
+    client_state_key,
+    hosted_content,
+    pending_round_key,
+    pending_state_key,
+    record_tensors,
+    tensors_record,
+)
 from fedhet.flower.settings import AppSettings
 
 app = ClientApp()

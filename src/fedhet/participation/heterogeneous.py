@@ -35,8 +35,13 @@ import torch
 
 from fedhet.core.options import option, refuse_inactive
 from fedhet.core.registry import PARTICIPATION
-from fedhet.participation.base import (ParticipationContext, ParticipationProcess, Stream,
-                                       ids_from_mask, participation_generator)
+from fedhet.participation.base import (
+    ParticipationContext,
+    ParticipationProcess,
+    Stream,
+    ids_from_mask,
+    participation_generator,
+)
 from fedhet.participation.warmup import WarmupOptions, with_warmup
 
 PATTERNS = ("bernoulli", "markov", "cyclic")
