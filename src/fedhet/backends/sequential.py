@@ -96,7 +96,8 @@ class SequentialBackend:
                 # index_select, not inputs_all[idx]: the same rows, copied faster than by advanced
                 # indexing (benchmarks/README.md, "Results", lists it among the measured changes).
                 inputs = inputs_all.index_select(0, idx)
-                if transform is not None:
+                # Both or neither: augmentation_generator is None exactly when the task has no transform.
+                if transform is not None and aug_generator is not None:
                     inputs = transform(inputs, aug_generator)
                 targets = targets_all.index_select(0, idx)
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, NamedTuple, Optional, cast
 
 import torch
 
@@ -95,7 +95,7 @@ def _tensors(value: Any, path: str = "") -> list[tuple[str, torch.Tensor]]:
     if isinstance(value, torch.Tensor):
         return [(path, value)]
     if isinstance(value, tuple) and hasattr(value, "_fields"):      # a typed state (NamedTuple)
-        value = value._asdict()
+        value = cast(NamedTuple, value)._asdict()   # hasattr does not narrow the type to a NamedTuple
     if isinstance(value, dict):
         return [item for k, v in value.items() for item in _tensors(v, f"{path}.{k}" if path else str(k))]
     if isinstance(value, (list, tuple)):
