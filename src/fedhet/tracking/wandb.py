@@ -56,7 +56,7 @@ class WandbTracker(Tracker):
         (context.run_dir / WANDB_DIR).mkdir(parents=True, exist_ok=True)
         with scoped_environ(self.environment):
             import wandb
-            import wandb.errors     # named: `import wandb` alone does not declare the submodule to type checkers
+            import wandb.errors  # by name: `import wandb` alone does not declare it to type checkers
 
             # A random id: two runs with the same config must stay two W&B runs (ids carry no results).
             run_id = saved["run_id"] if saved else uuid.uuid4().hex[:12]
