@@ -13,7 +13,8 @@ status=0
 echo "lint: ruff check src tests" >&2
 "$venv/bin/ruff" check "${fix[@]}" src tests || status=1
 echo "lint: pyright (basic) on src/fedhet" >&2
-# The venv's python: pyright resolves torch and the optional integrations where the dev extras put
-# them. PYRIGHT_PYTHON_IGNORE_WARNINGS: no look-up of a newer pyright on PyPI (the version is pinned).
-PYRIGHT_PYTHON_IGNORE_WARNINGS=1 "$venv/bin/pyright" --pythonpath "$venv/bin/python" || status=1
+# --project .: this repository's [tool.pyright] (else pyright takes the first pyrightconfig.json of
+# a parent folder). The venv's python: pyright resolves torch and the optional integrations where the
+# dev extras put them. PYRIGHT_PYTHON_IGNORE_WARNINGS: no look-up of a newer pyright on PyPI (pinned).
+PYRIGHT_PYTHON_IGNORE_WARNINGS=1 "$venv/bin/pyright" --project . --pythonpath "$venv/bin/python" || status=1
 exit "$status"
