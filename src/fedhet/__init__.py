@@ -9,8 +9,17 @@ Public API::
 
     from fedhet import min_norm_weights, fedau_weights   # aggregation-weight functions
 """
+from typing import TYPE_CHECKING
+
 from fedhet.config.schema import ExperimentConfig, load_config, resolve_config
 from fedhet.core.options import ConfigError
+
+if TYPE_CHECKING:
+    # The lazy functions of _LAZY_FUNCTIONS below, named for type checkers (and __all__); at run time
+    # __getattr__ imports them on first use. The two lists name the same modules.
+    from fedhet.experiments.analysis import load_runs
+    from fedhet.server.fedau_weights import fedau_weights
+    from fedhet.server.min_norm import min_norm_weights
 
 __version__ = "0.1.0"
 

@@ -259,6 +259,8 @@ def import_user_modules(modules: Iterable[str]) -> None:
             if not path.is_file():
                 raise FedhetError(f"--module {module}: no such file")
             spec = importlib.util.spec_from_file_location(path.stem, path)
+            if spec is None or spec.loader is None:
+                raise FedhetError(f"--module {module}: Python cannot load this file as a module")
             loaded = importlib.util.module_from_spec(spec)
             sys.modules[path.stem] = loaded
             spec.loader.exec_module(loaded)

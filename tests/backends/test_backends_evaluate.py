@@ -3,8 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from backend_cases import make_task
-from fedhet.core.task import (CPU_EVAL_ACTIVATION_BYTES, eval_pass_size, eval_passes, evaluate,
-                              largest_activation_bytes)
+from fedhet.core.task import CPU_EVAL_ACTIVATION_BYTES, eval_pass_size, eval_passes, evaluate, largest_activation_bytes
 
 
 def test_evaluate_matches_a_direct_float64_computation():

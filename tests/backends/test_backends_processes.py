@@ -6,8 +6,8 @@ import time
 import pytest
 import torch
 
-from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, make_work
 import fedhet.backends.processes as processes_module
+from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, make_work
 from fedhet.backends.processes import ProcessPoolBackend, claim_order, fork_available
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.core.task import evaluate

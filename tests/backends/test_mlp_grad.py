@@ -4,11 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, make_work
 from fedhet.backends.mlp_grad import MLPGradient, mlp_gradient, mlp_obstacle
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.core.params import bind_flat
-
-from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, make_work
 
 MLP = ["model.name=mlp", "model.hidden=[20,12]"]
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import fedhet.components  # noqa: F401  (registers every algorithm before the parametrisations read them)
+from fedhet.algorithms import server_for
 from fedhet.cli import main
 from fedhet.config.schema import config_to_toml, load_config, resolve_config
 from fedhet.core.options import ConfigError
-from fedhet.algorithms import server_for
 from fedhet.core.registry import ALGORITHMS, CLIENT_SOLVERS
 from small_run import small_toml
 

@@ -23,7 +23,7 @@ import torch
 import fedhet.components  # noqa: F401  (registers every component before the parametrisations read them)
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.cli import main
-from fedhet.config.schema import COMPONENT_SECTIONS, Component, config_to_toml, load_config
+from fedhet.config.schema import COMPONENT_SECTIONS, Component, load_config
 from fedhet.core.options import ConfigError
 from fedhet.core.registry import ALGORITHMS, SERVERS
 from fedhet.engine.assembly import simulator_from_config

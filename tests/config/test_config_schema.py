@@ -1,8 +1,8 @@
 import pytest
 
-from fedhet.core.options import ConfigError
-from fedhet.config.schema import config_to_toml, load_config, parse_override, resolve_config
 from fedhet.cli import main
+from fedhet.config.schema import config_to_toml, load_config, parse_override, resolve_config
+from fedhet.core.options import ConfigError
 
 
 def test_defaults_resolve_and_round_trip_through_toml(tmp_path):

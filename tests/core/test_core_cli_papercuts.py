@@ -11,7 +11,6 @@ from types import SimpleNamespace
 
 from fedhet.cli import main
 from fedhet.engine.callbacks import ProgressBar
-
 from small_run import small_toml
 
 ROOT = Path(__file__).resolve().parents[2]

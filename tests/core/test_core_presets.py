@@ -3,11 +3,19 @@ from pathlib import Path
 
 import pytest
 
+import fedhet.presets as presets
 from fedhet import load_config
 from fedhet.cli import main
-import fedhet.presets as presets
-from fedhet.presets import (DEFAULT_PRESET, ConfigExistsError, PresetError, ShippedConfigsError, preset_names,
-                            preset_text, shipped_configs_dir, write_preset)
+from fedhet.presets import (
+    DEFAULT_PRESET,
+    ConfigExistsError,
+    PresetError,
+    ShippedConfigsError,
+    preset_names,
+    preset_text,
+    shipped_configs_dir,
+    write_preset,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

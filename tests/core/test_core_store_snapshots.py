@@ -11,8 +11,8 @@ from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.runner import resume_run, run_experiment
-from small_run import SMALL as ENGINE_SMALL
-from small_run import StopAfter
+from small_run import SMALL as ENGINE_SMALL, StopAfter
+
 
 def mmap_store(directory, dtype="float32", num_clients=6, dim=5, name="m"):
     return ClientStore(name, num_clients, dim, options=StoreOptions(dtype=dtype, mmap_dir=str(directory)))

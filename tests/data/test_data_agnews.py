@@ -5,11 +5,10 @@ import sys
 import pytest
 import torch
 
+import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 from fedhet.core.registry import DATASETS
 from fedhet.data.agnews import PAD_ID, UNK_ID, WordTokenizer, load_agnews, read_agnews_csv, words
 from fedhet.data.errors import DatasetFileError
-
-import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 
 TRAIN_ROWS = [
     ("3", "Wall St. Bears Claw Back", "Reuters - Short-sellers, Wall Street's dwindling band"),

@@ -8,14 +8,20 @@ import numpy as np
 import pytest
 import torch
 
+import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 from fedhet.core.options import ConfigError
 from fedhet.core.registry import DATASETS
-from fedhet.data.cifar import (CIFAR10_MEAN, CIFAR10_STD, CIFAR100_MEAN, CIFAR100_STD, load_cifar10, load_cifar100,
-                               unpickle_batch)
+from fedhet.data.cifar import (
+    CIFAR10_MEAN,
+    CIFAR10_STD,
+    CIFAR100_MEAN,
+    CIFAR100_STD,
+    load_cifar10,
+    load_cifar100,
+    unpickle_batch,
+)
 from fedhet.data.errors import DatasetFileError
 from fedhet.data.transforms import Compose, RandomCrop, RandomHorizontalFlip
-
-import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 
 PER_BATCH = 2
 

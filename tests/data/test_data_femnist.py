@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 import torch
 
+import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 from fedhet.core.registry import DATASETS
 from fedhet.data.errors import DatasetFileError
 from fedhet.data.femnist import load_femnist, read_leaf_json
-
-import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 
 
 def _writer(rng, count):

@@ -69,7 +69,7 @@ def test_a_run_trains_on_a_saved_image_dataset(tmp_path):
     from fedhet.engine.runner import run_experiment
 
     path = _image_dir(tmp_path)
-    config = load_config(None, [f"data.name=hf", f"data.path={path}", "data.input=img", "model.name=logreg",
+    config = load_config(None, ["data.name=hf", f"data.path={path}", "data.input=img", "model.name=logreg",
                                 "partition.name=iid", "partition.num_clients=4", "participation.clients_per_round=2",
                                 "run.rounds=2", "run.progress=false", f"run.out_dir={tmp_path / 'runs'}",
                                 "run.name=hf"])

@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from fedhet.data.errors import DatasetFileError
-from fedhet.data.idx import (IDX_FILE_STEMS, DatasetNotFoundError, find_idx_files, read_idx, read_idx_split,
-                             write_idx)
+from fedhet.data.idx import IDX_FILE_STEMS, DatasetNotFoundError, find_idx_files, read_idx, read_idx_split, write_idx
 
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 

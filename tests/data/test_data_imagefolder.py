@@ -6,13 +6,18 @@ import pytest
 import torch
 
 import fedhet.data.imagefolder as imagefolder
+import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 from fedhet.core.registry import DATASETS
 from fedhet.data.errors import DatasetFileError
-from fedhet.data.imagefolder import (CINIC10_MEAN, CINIC10_STD, TINYIMAGENET_MEAN, TINYIMAGENET_STD, load_cinic10,
-                                     load_tinyimagenet)
+from fedhet.data.imagefolder import (
+    CINIC10_MEAN,
+    CINIC10_STD,
+    TINYIMAGENET_MEAN,
+    TINYIMAGENET_STD,
+    load_cinic10,
+    load_tinyimagenet,
+)
 from fedhet.data.transforms import Compose
-
-import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 
 Image = pytest.importorskip("PIL.Image")
 

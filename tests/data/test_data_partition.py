@@ -6,8 +6,13 @@ import torch
 from fedhet.core.dataset import DatasetBundle, TensorDataset
 from fedhet.core.options import ConfigError, build_options
 from fedhet.core.registry import PARTITIONERS
-from fedhet.data.partition import (client_dirichlet_partition, dirichlet_partition, iid_partition,
-                                   natural_partition, shard_partition)
+from fedhet.data.partition import (
+    client_dirichlet_partition,
+    dirichlet_partition,
+    iid_partition,
+    natural_partition,
+    shard_partition,
+)
 from fedhet.data.partition_report import label_counts, plot_label_heatmap, write_label_report
 
 NUM_CLASSES = 10

@@ -18,11 +18,11 @@ datasets = pytest.importorskip("datasets")
 flwr_partitioner = pytest.importorskip("flwr_datasets.partitioner")
 from flwr_datasets import FederatedDataset  # noqa: E402
 
-from fedhet.core.options import ConfigError  # noqa: E402
 from fedhet.config.schema import config_to_toml, load_config  # noqa: E402
-from fedhet.data.flower_partition import FlowerPartitionError  # noqa: E402
+from fedhet.core.options import ConfigError  # noqa: E402
 from fedhet.core.registry import PARTITIONERS  # noqa: E402
 from fedhet.core.seeding import derive_seed  # noqa: E402
+from fedhet.data.flower_partition import FlowerPartitionError  # noqa: E402
 
 NUM_EXAMPLES = 1200
 LABELS = np.random.default_rng(7).integers(0, 10, NUM_EXAMPLES)

@@ -5,12 +5,11 @@ import numpy as np
 import pytest
 import torch
 
+import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 from fedhet.core.registry import DATASETS
 from fedhet.data.errors import DatasetFileError
 from fedhet.data.svhn import SVHN_MEAN, SVHN_STD, load_svhn, read_svhn_mat
 from fedhet.data.transforms import RandomCrop
-
-import fedhet.data.paper_datasets  # noqa: F401  (registers the datasets)
 
 scipy_io = pytest.importorskip("scipy.io")
 

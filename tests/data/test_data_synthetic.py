@@ -3,13 +3,16 @@ import numpy as np
 import pytest
 import torch
 
-from fedhet.core.options import ConfigError, build_options
-from fedhet.core.registry import DATASETS, PARTITIONERS
-from fedhet.data.synthetic import (feature_covariance_diagonal, generate_synthetic_devices, make_synthetic,
-                                  synthetic_device_sizes)
-
 import fedhet.data.datasets  # noqa: F401  (registers the datasets)
 import fedhet.data.partition  # noqa: F401  (registers the partitioners)
+from fedhet.core.options import ConfigError, build_options
+from fedhet.core.registry import DATASETS, PARTITIONERS
+from fedhet.data.synthetic import (
+    feature_covariance_diagonal,
+    generate_synthetic_devices,
+    make_synthetic,
+    synthetic_device_sizes,
+)
 
 
 def test_same_seed_same_data_other_seed_other_data():

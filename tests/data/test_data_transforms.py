@@ -4,9 +4,18 @@ import pickle
 import pytest
 import torch
 
-from fedhet.data.transforms import (Compose, RandomCrop, RandomHorizontalFlip, black_fill, compose,
-                                    crop_with_offsets, horizontal_flip, normalize_uint8_images, random_crop,
-                                    random_horizontal_flip)
+from fedhet.data.transforms import (
+    Compose,
+    RandomCrop,
+    RandomHorizontalFlip,
+    black_fill,
+    compose,
+    crop_with_offsets,
+    horizontal_flip,
+    normalize_uint8_images,
+    random_crop,
+    random_horizontal_flip,
+)
 
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)

@@ -7,9 +7,8 @@ import re
 import pytest
 
 import fedhet.components  # noqa: F401  (registers every component)
-from fedhet.core import registry
-
 from docs_modules import ROOT
+from fedhet.core import registry
 
 SRC = ROOT / "src" / "fedhet"
 # A cited page, then optionally ``section N`` / ``sections N, M and K`` or ``, "Heading"`` / ``("Heading"``.

@@ -2,9 +2,8 @@
 working directory, so its runs/ land in tmp_path)."""
 import re
 
-from docs_modules import ROOT
-
 import fedhet.components  # noqa: F401  (registers every shipped component)
+from docs_modules import ROOT
 from fedhet.core.registry import ALGORITHMS, CLIENT_SOLVERS, SERVERS
 
 PAGE = ROOT / "docs" / "extending.md"

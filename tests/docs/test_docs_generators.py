@@ -2,10 +2,9 @@
 import dataclasses
 
 import fedhet.components  # noqa: F401  (registers every component)
+from docs_modules import load
 from fedhet.config.schema import COMPONENT_SECTIONS, RunOptions
 from fedhet.core.registry import ALGORITHMS
-
-from docs_modules import load
 
 reference = load("docs/gen_config_reference.py")
 rst_markup = load("docs/rst_markup.py")

@@ -6,10 +6,9 @@ import shutil
 
 import pytest
 
+from docs_modules import ROOT, load
 from fedhet import load_config, run_experiment
 from fedhet.presets import write_preset
-
-from docs_modules import ROOT, load
 
 NOTEBOOK = ROOT / "docs" / "examples" / "quickstart.ipynb"
 FINAL = re.compile(r"^(\w+): final accuracy (\d\.\d{4}) after (\d+) rounds$", re.MULTILINE)

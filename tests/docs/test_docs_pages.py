@@ -4,7 +4,6 @@ import json
 import tomllib
 
 import fedhet
-
 from docs_modules import ROOT, load
 
 benchmarks = load("docs/include_benchmarks.py")

@@ -3,7 +3,6 @@
 import re
 
 from docs_modules import ROOT
-
 from fedhet.cli import main
 
 PAGE = ROOT / "docs" / "quickstart.md"

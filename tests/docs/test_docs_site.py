@@ -7,9 +7,8 @@ import sys
 import pytest
 
 import fedhet.components  # noqa: F401  (registers every component)
-from fedhet.core.registry import SERVERS
-
 from docs_modules import ROOT
+from fedhet.core.registry import SERVERS
 
 
 def fedhet_version():

@@ -10,8 +10,15 @@ from torch import nn
 from fedhet.core.dataset import TensorDataset
 from fedhet.core.options import ConfigError
 from fedhet.core.task import build_task
-from fedhet.engine.client_eval import (ClientHoldoutError, client_accuracies, client_accuracy_statistics,
-                                       holdout_eval_set, holdout_size, split_client_holdout, train_eval_set)
+from fedhet.engine.client_eval import (
+    ClientHoldoutError,
+    client_accuracies,
+    client_accuracy_statistics,
+    holdout_eval_set,
+    holdout_size,
+    split_client_holdout,
+    train_eval_set,
+)
 
 
 def _tiny_task():

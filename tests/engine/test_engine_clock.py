@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from fedhet.algorithms import build as build_algorithm
 from fedhet.backends.processes import ProcessPoolBackend, fork_available
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.backends.vectorized import VectorizedBackend

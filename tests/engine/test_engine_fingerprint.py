@@ -2,8 +2,13 @@
 import pytest
 
 from fedhet.config.schema import load_config
-from fedhet.engine.fingerprint import (RESUMABLE_KEYS, ConfigChangedError, check_fingerprint,
-                                       check_resumable_overrides, config_fingerprint)
+from fedhet.engine.fingerprint import (
+    RESUMABLE_KEYS,
+    ConfigChangedError,
+    check_fingerprint,
+    check_resumable_overrides,
+    config_fingerprint,
+)
 from small_run import SMALL
 
 

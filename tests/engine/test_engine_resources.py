@@ -3,13 +3,19 @@ log), refused or warned about by the documented rule."""
 import pytest
 import torch
 
-from fedhet.config.schema import load_config
-from fedhet.engine.resources import (Need, ResourceLimitError, available_memory, check_resources, estimate_needs,
-                                     measure_server_state, resource_problems)
-from fedhet.engine.runner import run_experiment
-from fedhet.algorithms import build
-
 import fedhet.components  # noqa: F401  (registers every component)
+from fedhet.algorithms import build
+from fedhet.config.schema import load_config
+from fedhet.engine.resources import (
+    Need,
+    ResourceLimitError,
+    available_memory,
+    check_resources,
+    estimate_needs,
+    measure_server_state,
+    resource_problems,
+)
+from fedhet.engine.runner import run_experiment
 
 
 def _components(server, client="sgd"):

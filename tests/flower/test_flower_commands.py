@@ -16,7 +16,6 @@ from fedhet.flower.commands import FlowerResultError, _sigterm_as_interrupt, loa
 from fedhet.flower.local_grid import LocalGrid, run_local  # noqa: E402
 from fedhet.flower.server_app import app as server_app  # noqa: E402
 from fedhet.flower.settings import AppSettings  # noqa: E402
-
 from flower_cases import METHODS, small_config, two_nodes  # noqa: E402
 
 

@@ -21,7 +21,6 @@ pytest.importorskip("flwr")
 from fedhet.flower import build  # noqa: E402
 from fedhet.flower.deploy import start_loopback  # noqa: E402
 from fedhet.flower.settings import AppSettings, write_app  # noqa: E402
-
 from flower_cases import METHODS, ROOT, fedhet_run_params, simulate_with_arrivals, small_config  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,6 @@ from fedhet.flower.client_app import app as client_app  # noqa: E402
 from fedhet.flower.local_grid import LocalGrid, run_local  # noqa: E402
 from fedhet.flower.server_app import app as server_app, run_server  # noqa: E402
 from fedhet.flower.settings import AppSettings  # noqa: E402
-
 from flower_cases import METHODS, fedhet_run_params, small_config, two_nodes  # noqa: E402
 
 

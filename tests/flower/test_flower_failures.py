@@ -17,7 +17,6 @@ from fedhet.flower.local_grid import LocalGrid  # noqa: E402
 from fedhet.flower.messages import ROUND  # noqa: E402
 from fedhet.flower.server_app import run_server  # noqa: E402
 from fedhet.flower.settings import AppSettings  # noqa: E402
-
 from flower_cases import METHODS, simulate_with_arrivals, small_config, two_nodes  # noqa: E402
 
 

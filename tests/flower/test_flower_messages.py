@@ -6,8 +6,14 @@ import torch
 
 pytest.importorskip("flwr")
 
-from fedhet.flower.messages import (TrainRequest, Upload, hosted_content, hosted_from_content,  # noqa: E402
-                                    record_tensors, tensors_record)
+from fedhet.flower.messages import (  # noqa: E402
+    TrainRequest,
+    Upload,
+    hosted_content,
+    hosted_from_content,
+    record_tensors,
+    tensors_record,
+)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16, torch.int64])

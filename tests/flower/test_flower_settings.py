@@ -12,7 +12,6 @@ from fedhet.core.options import ConfigError  # noqa: E402
 from fedhet.flower import build  # noqa: E402
 from fedhet.flower.client_app import NodeConfigError, hosted_clients  # noqa: E402
 from fedhet.flower.settings import AppSettings, app_pyproject, write_app  # noqa: E402
-
 from flower_cases import LOOPBACK_CONFIG, small_config  # noqa: E402
 
 

@@ -10,8 +10,13 @@ import pytest
 import torch
 
 from fedhet.participation.base import ParticipationContext
-from fedhet.participation.heterogeneous import (HeterogeneousOptions, cyclic_active, cyclic_phase_lengths,
-                                                make_heterogeneous, markov_transition_probabilities)
+from fedhet.participation.heterogeneous import (
+    HeterogeneousOptions,
+    cyclic_active,
+    cyclic_phase_lengths,
+    make_heterogeneous,
+    markov_transition_probabilities,
+)
 from fedhet.participation.simulate import simulate_participation
 
 NUM_CLIENTS, NUM_ROUNDS = 300, 20000

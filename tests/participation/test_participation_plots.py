@@ -5,8 +5,12 @@ import torch
 
 from fedhet.participation.base import ParticipationContext
 from fedhet.participation.heterogeneous import HeterogeneousOptions, make_heterogeneous
-from fedhet.participation.plots import (plot_participation_raster, plot_probability_histogram, shown_clients,
-                                        simulate_participation)
+from fedhet.participation.plots import (
+    plot_participation_raster,
+    plot_probability_histogram,
+    shown_clients,
+    simulate_participation,
+)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import torch
 
 import fedhet
-
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.checkpoint import load_checkpoint
 

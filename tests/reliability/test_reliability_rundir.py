@@ -14,8 +14,8 @@ import pytest
 
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.fingerprint import ConfigChangedError
-from fedhet.engine.runner import resume_run, run_experiment
 from fedhet.engine.rundir_lock import DirectoryLock, RunDirectoryInUseError
+from fedhet.engine.runner import resume_run, run_experiment
 from fedhet.sweep.plan import plan_sweep
 from fedhet.sweep.progress import DONE
 from fedhet.sweep.execute import run_sweep

@@ -6,8 +6,8 @@ import pytest
 
 from fedhet.config.schema import load_config, parse_override
 from fedhet.core.options import ConfigError
-from fedhet.error_lines import error_line
 from fedhet.engine.runner import resolve_device
+from fedhet.error_lines import error_line
 
 
 @pytest.mark.parametrize("name", ["cuda:99", "mps"])
@@ -51,7 +51,7 @@ def test_M5_shard_partitioner_with_too_many_shards_is_one_line():
     pytest.importorskip("flwr_datasets.partitioner")
     import numpy as np
 
-    from fedhet.data.flower_partition import FlowerPartitionError, flower_partition
+    from fedhet.data.flower_partition import flower_partition
     from fedhet.errors import FedhetError
 
     config = load_config(None, ["partition.name=flwr", "partition.partitioner=ShardPartitioner",

@@ -5,7 +5,7 @@ import pytest
 
 from fedhet.core.options import ConfigError
 from fedhet.system.options import SystemOptions
-from fedhet.system.profiles import (ProfileError, draw_profiles, load_profiles, read_profiles, write_profiles)
+from fedhet.system.profiles import ProfileError, draw_profiles, load_profiles, read_profiles, write_profiles
 
 
 def test_a_clients_draw_does_not_depend_on_the_federation_size():

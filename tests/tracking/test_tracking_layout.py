@@ -3,8 +3,14 @@ import logging
 import math
 from pathlib import Path
 
-from fedhet.tracking.layout import (HEADLINE_SUMMARY, headline_summary, metric_name, run_identity, sweep_viewer_commands,
-                                    viewer_commands)
+from fedhet.tracking.layout import (
+    HEADLINE_SUMMARY,
+    headline_summary,
+    metric_name,
+    run_identity,
+    sweep_viewer_commands,
+    viewer_commands,
+)
 
 
 def test_metric_names_are_grouped_by_prefix():

@@ -10,8 +10,16 @@ import signal
 
 import pytest
 
-from tracking_readers import (as_float32, jsonl_series, mlflow_series, run_python, same_series, tensorboard_raw_steps,
-                              tensorboard_series, wandb_history)
+from tracking_readers import (
+    as_float32,
+    jsonl_series,
+    mlflow_series,
+    run_python,
+    same_series,
+    tensorboard_raw_steps,
+    tensorboard_series,
+    wandb_history,
+)
 
 pytest.importorskip("tensorboard")
 pytest.importorskip("mlflow")

@@ -68,6 +68,7 @@ def test_each_sweep_run_is_one_tracked_run_grouped_by_the_sweep(tmp_path):
         assert run_ids == {state["wandb"]["run_id"]} and same_series(history, expected)
     groups = set()
     from wandb.proto import wandb_internal_pb2
+
     from tracking_readers import _wandb_records
     for run_dir in run_dirs:
         for path in (run_dir / "wandb").glob("offline-run-*/run-*.wandb"):

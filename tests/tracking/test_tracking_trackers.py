@@ -5,8 +5,17 @@ import math
 
 import pytest
 
-from tracking_readers import (as_float32, isolated_env, jsonl_series, mlflow_series, run_python, same_series,
-                              tensorboard_raw_steps, tensorboard_series, wandb_history)
+from tracking_readers import (
+    as_float32,
+    isolated_env,
+    jsonl_series,
+    mlflow_series,
+    run_python,
+    same_series,
+    tensorboard_raw_steps,
+    tensorboard_series,
+    wandb_history,
+)
 
 pytest.importorskip("tensorboard")
 pytest.importorskip("mlflow")

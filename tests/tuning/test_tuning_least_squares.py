@@ -11,7 +11,6 @@ from fedhet.problems.least_squares import make_least_squares
 from fedhet.tuning.criteria import Criterion
 from fedhet.tuning.search import SearchSettings, run_search
 from fedhet.tuning.space import parse_parameter
-
 from least_squares_runner import LeastSquaresRunner
 
 ROUNDS = 30

@@ -15,7 +15,6 @@ from fedhet.problems.least_squares import make_least_squares
 from fedhet.tuning.criteria import Criterion
 from fedhet.tuning.search import JOURNAL_FILE, SearchSettings, run_search
 from fedhet.tuning.space import parse_parameter
-
 from least_squares_runner import LeastSquaresRunner
 from test_tuning_command import GRID, SMALL_TOML
 

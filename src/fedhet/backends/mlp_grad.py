@@ -27,12 +27,15 @@ over whole rounds of every solver. Any other model or loss takes the autograd pa
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, cast
 
 import torch
 import torch.nn.functional as F
 
 from fedhet.core.task import FederatedTask
+
+if TYPE_CHECKING:
+    from fedhet.models.mlp import MLP
 
 _aten = torch.ops.aten
 _MEAN = 1            # at::Reduction::Mean
@@ -63,7 +66,8 @@ class MLPGradient:
     written into ``grad`` (the flat buffer given at construction)."""
 
     def __init__(self, task: FederatedTask, w: torch.Tensor, grad: torch.Tensor):
-        model, spec = task.model, task.spec
+        # cast: mlp_gradient builds this class only where mlp_obstacle found type(task.model) is MLP.
+        model, spec = cast("MLP", task.model), task.spec
         layers = [*model.hidden_layers, model.output]
         names = {id(param): name for name, param in model.named_parameters()}
         # (weight name, bias name) per layer, in forward order.

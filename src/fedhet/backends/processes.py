@@ -59,7 +59,7 @@ from fedhet.backends.base import RoundWork, client_plan, cohort_sizes
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import LocalSolver
 from fedhet.core.cohort import Cohort
-from fedhet.core.task import (FederatedTask, combine_passes, eval_pass_size, eval_passes, evaluate_passes)
+from fedhet.core.task import FederatedTask, combine_passes, eval_pass_size, eval_passes, evaluate_passes
 
 Layout = dict[str, tuple[tuple[int, ...], torch.dtype]]
 

@@ -24,8 +24,17 @@ from typing import Optional
 
 import torch
 
-from fedhet.backends.base import (RoundWork, augmentation_generator, client_batches, client_plan, cohort_sizes,
-                                  on_device, seed_dropout, slice_states, stack_states)
+from fedhet.backends.base import (
+    RoundWork,
+    augmentation_generator,
+    client_batches,
+    client_plan,
+    cohort_sizes,
+    on_device,
+    seed_dropout,
+    slice_states,
+    stack_states,
+)
 from fedhet.backends.mlp_grad import mlp_gradient
 from fedhet.client.base import LocalSolver
 from fedhet.client.context import ClientContext, begin_client
@@ -91,7 +100,8 @@ class SequentialBackend:
                 # index_select, not inputs_all[idx]: the same rows, copied faster than by advanced
                 # indexing (benchmarks/README.md, "Results", lists it among the measured changes).
                 inputs = inputs_all.index_select(0, idx)
-                if transform is not None:
+                # Both or neither: augmentation_generator is None exactly when the task has no transform.
+                if transform is not None and aug_generator is not None:
                     inputs = transform(inputs, aug_generator)
                 targets = targets_all.index_select(0, idx)
 

@@ -45,8 +45,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch import nn
 
-from fedhet.backends.base import (RoundWork, augmentation_generator, client_batches, client_plan, cohort_sizes,
-                                  on_device)
+from fedhet.backends.base import RoundWork, augmentation_generator, client_batches, client_plan, cohort_sizes, on_device
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import LocalSolver
 from fedhet.client.context import ClientContext, begin_client
@@ -218,9 +217,10 @@ def train_cohort_vectorized(task: FederatedTask, solver: LocalSolver, work: Roun
         active_list = (num_steps > s).tolist()
         if transform is not None:
             for k, is_active in enumerate(active_list):
-                if is_active:
+                generator = generators[k]       # not None: the task has a transform
+                if is_active and generator is not None:
                     size = len(batches[k][s])
-                    inputs[k, :size] = transform(inputs[k, :size], generators[k])
+                    inputs[k, :size] = transform(inputs[k, :size], generator)
 
         def grad_fn(point: torch.Tensor, inputs=inputs, targets=targets, step_weight=step_weight):
             grads, losses = batched(spec.views(point), inputs, targets, step_weight)
@@ -259,7 +259,7 @@ def restore_rows(local: dict[str, Any], rows: torch.Tensor, saved: dict[str, tup
     new tensor or changed it in place. The restored entry is a new tensor: a context entry may
     alias the client states or the broadcast, which must not be written."""
     for key, (before, version, values) in saved.items():
-        after = local.get(key)
+        after = local[key]              # a step rebinds or changes an entry, never removes one
         if after is before and after._version == version:
             continue
         restored = after.clone()

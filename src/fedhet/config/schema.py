@@ -34,13 +34,21 @@ import math
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from fedhet.config.client_eval import check_client_eval
 from fedhet.config.system import check_system
 from fedhet.core.options import ConfigError, OverrideText, build_options, option, options_to_dict
-from fedhet.core.registry import (ALGORITHMS, CLIENT_SOLVERS, DATASETS, MODELS, PARTICIPATION, PARTITIONERS,
-                                  SERVERS, Registry)
+from fedhet.core.registry import (
+    ALGORITHMS,
+    CLIENT_SOLVERS,
+    DATASETS,
+    MODELS,
+    PARTICIPATION,
+    PARTITIONERS,
+    SERVERS,
+    Registry,
+)
 from fedhet.names import check_name
 from fedhet.system.options import SystemOptions
 from fedhet.tracking.names import check_tracking_options
@@ -226,7 +234,8 @@ def resolve_config(raw: Mapping[str, Any]) -> ExperimentConfig:
         values = dict(raw.get(section, {}))
         fallback = pair.get(section, default_name) if pair else default_name
         name = _name_text(f"{section}.name", values.pop("name", fallback))
-        if pair and section in pair and name != pair[section]:
+        # pair is set exactly when algorithm is (the second test narrows the name's type).
+        if pair and algorithm is not None and section in pair and name != pair[section]:
             raise ConfigError(f"{section}.name", name, _pair_conflict(algorithm, pair, section))
         entry = registry.get(name, key=f"{section}.name")
         components[section] = Component(name, build_options(entry.options_cls, values, section=section))
@@ -314,7 +323,7 @@ def read_toml_file(path: str | Path, *, key: str) -> dict[str, Any]:
         raise ConfigError(key, str(path), f"not UTF-8 text ({error.reason} at byte {error.start})") from None
 
 
-def load_config(path: str | Path | None, overrides: list[str] | Mapping[str, Any] = ()) -> ExperimentConfig:
+def load_config(path: str | Path | None, overrides: Sequence[str] | Mapping[str, Any] = ()) -> ExperimentConfig:
     """Read a TOML experiment file (or start from defaults when ``path`` is None) and apply overrides."""
     raw: dict[str, Any] = read_toml_file(path, key="config") if path is not None else {}
     if not isinstance(overrides, Mapping):

@@ -36,6 +36,7 @@ class Cohort:
 
     @classmethod
     def empty(cls, dim: int, dtype: torch.dtype, device: torch.device | str) -> "Cohort":
-        long = dict(dtype=torch.int64, device=device)
-        return cls(torch.empty(0, **long), torch.empty(0, dim, dtype=dtype, device=device),
-                   torch.empty(0, **long), torch.empty(0, **long), torch.empty(0, dtype=dtype, device=device))
+        def no_rows(*shape: int, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+            return torch.empty(0, *shape, dtype=dtype, device=device)
+
+        return cls(no_rows(), no_rows(dim, dtype=dtype), no_rows(), no_rows(), no_rows(dtype=dtype))

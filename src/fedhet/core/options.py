@@ -246,7 +246,7 @@ def refuse_inactive(options: Any, section: str, names: typing.Iterable[str], *, 
     fields = option_fields(type(options))
     for name in names:
         field = fields[name]
-        default = field.default_factory() if field.default is _MISSING else field.default
+        default = field.default if field.default_factory is dataclasses.MISSING else field.default_factory()
         value = getattr(options, name)
         if value != default:
             raise ConfigError(f"{section}.{name}", list(value) if isinstance(value, tuple) else value,

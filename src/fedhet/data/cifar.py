@@ -61,7 +61,9 @@ def _numpy_pickle_globals() -> dict[tuple[str, str], Any]:
     for package in ("numpy.core", "numpy._core"):
         allowed[(f"{package}.multiarray", "_reconstruct")] = multiarray._reconstruct
         allowed[(f"{package}.multiarray", "scalar")] = multiarray.scalar
-        allowed[(f"{package}.numeric", "_frombuffer")] = numeric._frombuffer
+        # Private and absent from NumPy's stubs, but the pickles of arrays name it.
+        frombuffer = numeric._frombuffer  # pyright: ignore[reportAttributeAccessIssue]
+        allowed[(f"{package}.numeric", "_frombuffer")] = frombuffer
     return allowed
 
 

@@ -27,15 +27,22 @@ import os
 from pathlib import Path
 from typing import Iterable, Optional
 
-from fedhet.core.options import option
 from fedhet.core.dataset import DatasetBundle, TensorDataset
-from fedhet.data.validation import DataOptions
+from fedhet.core.options import option
+from fedhet.core.registry import DATASETS
 from fedhet.data.download import DownloadError, download_file
-from fedhet.data.idx import (IDX_FILE_STEMS, SYSTEM_DATA_DIRS, DatasetNotFoundError, IdxFiles, find_idx_files,
-                             idx_files_in, read_idx_split)
+from fedhet.data.idx import (
+    IDX_FILE_STEMS,
+    SYSTEM_DATA_DIRS,
+    DatasetNotFoundError,
+    IdxFiles,
+    find_idx_files,
+    idx_files_in,
+    read_idx_split,
+)
 from fedhet.data.synthetic import make_synthetic
 from fedhet.data.transforms import normalize_uint8_images
-from fedhet.core.registry import DATASETS
+from fedhet.data.validation import DataOptions
 
 
 @dataclasses.dataclass(frozen=True)

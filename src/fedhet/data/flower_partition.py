@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from fedhet.core.options import ConfigError, option
-from fedhet.errors import FedhetError
 from fedhet.core.registry import PARTITIONERS
+from fedhet.errors import FedhetError
 
 INDEX_COLUMN = "__fedhet_index__"
 LABEL_COLUMN = "label"

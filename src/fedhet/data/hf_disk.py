@@ -91,7 +91,8 @@ def _load_splits(options: HfDiskOptions):
                                f"{options.test_split!r} splits; save DatasetDict({{'train': ..., 'test': ...}})")
     for key, split in (("data.train_split", options.train_split), ("data.test_split", options.test_split)):
         if split not in loaded:
-            raise ConfigError(key, split, "no such split in the saved dataset; it has: " + ", ".join(sorted(loaded)))
+            raise ConfigError(key, split, "no such split in the saved dataset; it has: "
+                              + ", ".join(sorted(map(str, loaded))))
     return directory, loaded[options.train_split], loaded[options.test_split]
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
+import functools
 import hashlib
 import os
 import warnings
@@ -271,9 +272,10 @@ def load_tinyimagenet(root: str | Path, *, cache_dir: str | Path | None = None,
     for label, wnid in enumerate(wnids):
         for file in _image_files(base / "train" / wnid / "images"):
             train_entries.append(ImageEntry(Path(file.path), file.stat().st_size, label))
-    common = dict(base=base, dataset="tinyimagenet", height=64, width=64, cache_dir=cache_dir, num_workers=num_workers)
-    train_images, train_labels = load_entries(train_entries, split="train", **common)
-    test_images, test_labels = load_entries(tinyimagenet_val_entries(base, class_of), split="val", **common)
+    load = functools.partial(load_entries, base=base, dataset="tinyimagenet", height=64, width=64,
+                             cache_dir=cache_dir, num_workers=num_workers)
+    train_images, train_labels = load(train_entries, split="train")
+    test_images, test_labels = load(tinyimagenet_val_entries(base, class_of), split="val")
     return DatasetBundle(
         name="tinyimagenet",
         train=TensorDataset(normalize_uint8_images(train_images, TINYIMAGENET_MEAN, TINYIMAGENET_STD), train_labels),

@@ -16,18 +16,33 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from fedhet.core.options import ConfigError, option
-from fedhet.data.agnews import AGNEWS_SOURCE, load_agnews
 from fedhet.core.dataset import BatchTransform, DatasetBundle
-from fedhet.data.validation import DataOptions
-from fedhet.data.cifar import (CIFAR10_MEAN, CIFAR10_STD, CIFAR100_MEAN, CIFAR100_STD, CIFAR_OFFICIAL_URL,
-                               load_cifar10, load_cifar100)
+from fedhet.core.options import ConfigError, option
+from fedhet.core.registry import DATASETS
+from fedhet.data.agnews import AGNEWS_SOURCE, load_agnews
+from fedhet.data.cifar import (
+    CIFAR10_MEAN,
+    CIFAR10_STD,
+    CIFAR100_MEAN,
+    CIFAR100_STD,
+    CIFAR_OFFICIAL_URL,
+    load_cifar10,
+    load_cifar100,
+)
 from fedhet.data.femnist import FEMNIST_SOURCE, load_femnist
-from fedhet.data.imagefolder import (CINIC10_MEAN, CINIC10_OFFICIAL_URL, CINIC10_STD, TINYIMAGENET_MEAN,
-                                     TINYIMAGENET_OFFICIAL_URL, TINYIMAGENET_STD, load_cinic10, load_tinyimagenet)
+from fedhet.data.imagefolder import (
+    CINIC10_MEAN,
+    CINIC10_OFFICIAL_URL,
+    CINIC10_STD,
+    TINYIMAGENET_MEAN,
+    TINYIMAGENET_OFFICIAL_URL,
+    TINYIMAGENET_STD,
+    load_cinic10,
+    load_tinyimagenet,
+)
 from fedhet.data.svhn import SVHN_MEAN, SVHN_OFFICIAL_URL, SVHN_STD, load_svhn
 from fedhet.data.transforms import black_fill, compose, random_crop, random_horizontal_flip
-from fedhet.core.registry import DATASETS
+from fedhet.data.validation import DataOptions
 
 CROP_PADDING = 4  # torchvision RandomCrop(32, padding=4), as in the papers' code
 

@@ -35,9 +35,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from fedhet.errors import FedhetError
 from fedhet.core.io import atomic_write_bytes
 from fedhet.core.store import ClientStore
+from fedhet.errors import FedhetError
 
 CHECKPOINT_NAME = "checkpoint.pt"
 PREVIOUS_NAME = "checkpoint.prev.pt"

@@ -32,12 +32,15 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Optional, cast
 
 import torch
 
 from fedhet.core.memory import available_memory
 from fedhet.errors import FedhetError
+
+if TYPE_CHECKING:
+    from fedhet.core.store import ClientStore
 
 WARN_FRACTION = 0.5
 CHECKPOINTS_KEPT = 2
@@ -95,7 +98,7 @@ def _tensors(value: Any, path: str = "") -> list[tuple[str, torch.Tensor]]:
     if isinstance(value, torch.Tensor):
         return [(path, value)]
     if isinstance(value, tuple) and hasattr(value, "_fields"):      # a typed state (NamedTuple)
-        value = value._asdict()
+        value = cast(NamedTuple, value)._asdict()   # hasattr does not narrow the type to a NamedTuple
     if isinstance(value, dict):
         return [item for k, v in value.items() for item in _tensors(v, f"{path}.{k}" if path else str(k))]
     if isinstance(value, (list, tuple)):
@@ -129,8 +132,12 @@ def measure_server_state(server: Any, *, num_clients: int, dim: int, dtype: torc
     measured on the ``meta`` device (module docstring). Raises whatever ``init`` raises there."""
     from fedhet.server.base import ServerContext
 
-    def make_store(name: str, subset: Optional[torch.Tensor] = None) -> _StoreRequest:
+    def request_store(name: str, subset: Optional[torch.Tensor] = None) -> _StoreRequest:
         return _StoreRequest(name, dim if subset is None else int(subset.numel()))
+
+    # The request stands in for the ClientStore that ServerContext.make_store returns: on meta, init
+    # only keeps what it is given (no read or write), and _stores_in collects the requests from its state.
+    make_store = cast("Callable[..., ClientStore]", request_store)
 
     with torch.device("meta"):
         params = torch.empty(dim, dtype=dtype)

@@ -9,7 +9,6 @@ table, :func:`fedhet.load_runs` (docs/experiments.md).
 from __future__ import annotations
 
 import shlex
-
 from pathlib import Path
 from typing import Any, Optional
 

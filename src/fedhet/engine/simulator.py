@@ -26,14 +26,14 @@ import torch
 from fedhet.backends.base import Backend, RoundWork
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import LocalSolver, local_learning_rate, with_effective_steps
+from fedhet.core.cohort import Cohort
+from fedhet.core.task import FederatedTask
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.clock import VirtualClock
-from fedhet.core.cohort import Cohort
 from fedhet.engine.determinism import deterministic_kernels
 from fedhet.engine.divergence import divergence_reason
 from fedhet.engine.metrics import cohort_metrics
 from fedhet.engine.participation_log import ParticipationLog
-from fedhet.core.task import FederatedTask
 from fedhet.errors import FedhetError
 from fedhet.participation.base import ParticipationContext, ParticipationProcess
 from fedhet.server.base import ServerContext, ServerMethod
@@ -109,17 +109,19 @@ class Simulator:
 
     def _run_round(self) -> tuple[dict[str, Any], Cohort]:
         task, t = self.task, self.next_round
-        clock = self.clock
-        context = (self.participation_context if clock is None
-                   else clock.participation_context(self.clock_state, self.participation_context))
+        # clock, clock_state and (below) round_plan are all None (no [system] clock) or all set; the
+        # tests of each name them for the type checker.
+        clock, clock_state = self.clock, self.clock_state
+        context = (self.participation_context if clock is None or clock_state is None
+                   else clock.participation_context(clock_state, self.participation_context))
         client_ids, self.participation_state = self.process.sample(self.participation_state, t, context)
         client_ids = client_ids.to(torch.int64).cpu()
         learning_rate = self.learning_rate(t)
         broadcast = self.server.broadcast(self.server_state)
         round_plan = None
-        if clock is not None:
+        if clock is not None and clock_state is not None:
             # Who is kept and for how many steps (docs/system.md, "Policies").
-            round_plan = clock.plan(self.clock_state, task, self.solver, client_ids, broadcast, self.params,
+            round_plan = clock.plan(clock_state, task, self.solver, client_ids, broadcast, self.params,
                                     seed=self.seed, round_index=t)
             client_ids = round_plan.client_ids
         if client_ids.numel() > 0:
@@ -167,8 +169,8 @@ class Simulator:
             self.e_lud_count += 1
         record.update(diagnostics)
         record.update(server_metrics)
-        if clock is not None:
-            self.clock_state, clock_metrics = clock.advance(self.clock_state, round_plan, int(client_ids.numel()))
+        if clock is not None and clock_state is not None and round_plan is not None:
+            self.clock_state, clock_metrics = clock.advance(clock_state, round_plan, int(client_ids.numel()))
             record.update(clock_metrics)
         return record, cohort
 

@@ -47,7 +47,7 @@ def exchange(grid: Any, messages: list[Message], timeout: float) -> list[tuple[i
     deadline = time.monotonic() + timeout
     replies: list[tuple[int, Message]] = []
     while pending:
-        arrived = list(grid.pull_messages(pending))
+        arrived: list[Message] = list(grid.pull_messages(pending))
         for reply in arrived:
             answered = reply.metadata.reply_to_message_id
             replies.append((node_of.get(answered, reply.metadata.src_node_id), reply))

@@ -24,8 +24,17 @@ from fedhet.backends.sequential import SequentialBackend
 from fedhet.engine.determinism import deterministic_kernels
 from fedhet.errors import FedhetError
 from fedhet.flower import build
-from fedhet.flower.messages import (TrainRequest, Upload, client_state_key, hosted_content, pending_round_key,
-                                    pending_state_key, record_tensors, tensors_record)
+from fedhet.flower.messages import (
+    TrainRequest,
+    Upload,
+    client_state_key,
+    config_int,
+    hosted_content,
+    pending_round_key,
+    pending_state_key,
+    record_tensors,
+    tensors_record,
+)
 from fedhet.flower.settings import AppSettings
 
 app = ClientApp()
@@ -149,7 +158,7 @@ def settle_pending(context: Context, accepted_rounds: dict[int, int]) -> None:
         pending, round_key = pending_state_key(client_id), pending_round_key(client_id)
         if pending not in context.state:
             continue
-        if int(context.state[round_key]["round"]) == accepted:
+        if config_int(context.state.config_records[round_key], "round") == accepted:
             context.state[client_state_key(client_id)] = context.state[pending]
         del context.state[pending]
         del context.state[round_key]

@@ -14,6 +14,7 @@ own dtype), so a deployment computes on the same bits as a simulation.
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 import numpy as np
 import torch
@@ -55,6 +56,20 @@ def record_tensors(record: ArrayRecord, device: torch.device | str = "cpu") -> d
     return out
 
 
+# Readers of the ConfigRecord fields fedhet writes (TrainRequest.to_content, hosted_content, the client
+# app's pending round): Flower types a field as any record value; the cast names the type the writer stored.
+def config_int(meta: ConfigRecord, key: str) -> int:
+    return int(cast(int, meta[key]))
+
+
+def config_float(meta: ConfigRecord, key: str) -> float:
+    return float(cast(float, meta[key]))
+
+
+def config_ints(meta: ConfigRecord, key: str) -> list[int]:
+    return [int(value) for value in cast(list[int], meta[key])]
+
+
 @dataclasses.dataclass
 class TrainRequest:
     round_index: int
@@ -79,11 +94,11 @@ class TrainRequest:
     @classmethod
     def from_content(cls, content: RecordDict, device: torch.device | str) -> "TrainRequest":
         meta = content.config_records[ROUND]
-        return cls(round_index=int(meta["round"]), client_ids=[int(i) for i in meta["client-ids"]],
+        return cls(round_index=config_int(meta, "round"), client_ids=config_ints(meta, "client-ids"),
                    params=record_tensors(content.array_records[MODEL], device)["x"],
                    broadcast=record_tensors(content.array_records[BROADCAST], device),
-                   learning_rate=float(meta["learning-rate"]), fingerprint=str(meta["fingerprint"]),
-                   accepted_rounds=[int(r) for r in meta["accepted-rounds"]])
+                   learning_rate=config_float(meta, "learning-rate"), fingerprint=str(meta["fingerprint"]),
+                   accepted_rounds=config_ints(meta, "accepted-rounds"))
 
 
 @dataclasses.dataclass
@@ -120,7 +135,7 @@ def hosted_content(client_ids: list[int], num_clients: int, fingerprint: str) ->
 
 def hosted_from_content(content: RecordDict) -> tuple[list[int], int, str]:
     meta = content.config_records[HOSTED]
-    return [int(i) for i in meta["client-ids"]], int(meta["num-clients"]), str(meta["fingerprint"])
+    return config_ints(meta, "client-ids"), config_int(meta, "num-clients"), str(meta["fingerprint"])
 
 
 def client_state_key(client_id: int) -> str:

@@ -60,5 +60,6 @@ def make_fedavg_cnn(options: FedAvgCNNOptions, *, input_shape: tuple[int, ...], 
     """FedAvg CNN (McMahan et al. 2017): two 5x5 convs (32, 64) with max-pool, fc 512, fc out."""
     image = image_shape("cnn", input_shape)
     check_spatial("cnn", input_shape, image[1] // 4, image[2] // 4, "needs height and width >= 4")
-    return FedAvgCNN(image, check_num_classes("cnn", num_classes),
-                     conv_channels=tuple(options.conv_channels), hidden=options.hidden)
+    first, second = options.conv_channels             # two, by FedAvgCNNOptions.validate
+    return FedAvgCNN(image, check_num_classes("cnn", num_classes), conv_channels=(first, second),
+                     hidden=options.hidden)

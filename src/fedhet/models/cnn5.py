@@ -73,7 +73,8 @@ class CNN5(nn.Module):
         for module in self.modules():
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:     # always (bias=True); the test narrows the Optional type
+                    nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Linear):
                 nn.init.normal_(module.weight, 0.0, 0.01)
                 nn.init.zeros_(module.bias)
@@ -93,5 +94,6 @@ def make_cnn5(options: CNN5Options, *, input_shape: tuple[int, ...], num_classes
     image = image_shape("cnn5", input_shape)
     check_spatial("cnn5", input_shape, _feature_side(image[1]), _feature_side(image[2]),
                   "needs height and width >= 18")
-    return CNN5(image, check_num_classes("cnn5", num_classes), conv_channels=tuple(options.conv_channels),
+    first, second, third = options.conv_channels      # three, by CNN5Options.validate
+    return CNN5(image, check_num_classes("cnn5", num_classes), conv_channels=(first, second, third),
                 hidden=options.hidden, init=options.init)

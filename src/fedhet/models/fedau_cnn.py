@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import MappingProxyType
-from typing import Optional
+from typing import Optional, cast
 
 import torch
 import torch.nn.functional as F
@@ -100,9 +100,11 @@ class FedAUCNN(nn.Module):
 
     @torch.no_grad()
     def _reference_init(self) -> None:
-        for layer in (self.conv1, self.conv2, *self.hidden_layers):
+        # cast: hidden_layers holds only nn.Linear (__init__), which ModuleList's type does not say.
+        for layer in (self.conv1, self.conv2, *cast("list[nn.Linear]", list(self.hidden_layers))):
             nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
-            nn.init.zeros_(layer.bias)
+            if layer.bias is not None:      # always (bias=True); the test narrows the Optional type
+                nn.init.zeros_(layer.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.reshape(x.shape[0], *self.image)

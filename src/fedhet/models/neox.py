@@ -148,8 +148,9 @@ def _sequence_length(input_shape: tuple[int, ...], max_positions: int) -> int:
     return shape[0]
 
 
-def _load_pretrained(transformers: Any, options: NeoXClassifierOptions, num_classes: int) -> nn.Module:
-    path = options.pretrained_path
+def _load_pretrained(transformers: Any, path: str, options: NeoXClassifierOptions, num_classes: int) -> Any:
+    """``GPTNeoXForSequenceClassification`` from the checkpoint at ``path`` (options.pretrained_path).
+    Typed Any: transformers is imported on first use, so its classes are unknown to the checker."""
     if not os.path.isdir(path):
         raise ConfigError("model.pretrained_path", path, "not a directory; expected a local directory "
                           "written by save_pretrained (weights are never downloaded)")
@@ -169,7 +170,7 @@ def make_neox_classifier(options: NeoXClassifierOptions, *, input_shape: tuple[i
     transformers = _transformers()
     num_classes = check_num_classes("neox_classifier", num_classes)
     if options.pretrained_path is not None:
-        model = _load_pretrained(transformers, options, num_classes)
+        model = _load_pretrained(transformers, options.pretrained_path, options, num_classes)
         _sequence_length(input_shape, model.config.max_position_embeddings)
     else:
         architecture = options.architecture()

@@ -17,8 +17,13 @@ import torch
 
 from fedhet.core.options import option
 from fedhet.core.registry import PARTICIPATION
-from fedhet.participation.base import (ParticipationContext, ParticipationProcess, Stream,
-                                       ids_from_mask, participation_generator)
+from fedhet.participation.base import (
+    ParticipationContext,
+    ParticipationProcess,
+    Stream,
+    ids_from_mask,
+    participation_generator,
+)
 from fedhet.participation.warmup import WarmupOptions, with_warmup
 
 

@@ -28,15 +28,21 @@ Rounds may be empty under all three patterns (the engine skips the server step).
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
-from typing import NamedTuple, Union
+from typing import Any, Generic, NamedTuple, TypeVar, Union
 
 import torch
 
 from fedhet.core.options import option, refuse_inactive
 from fedhet.core.registry import PARTICIPATION
-from fedhet.participation.base import (ParticipationContext, ParticipationProcess, Stream,
-                                       ids_from_mask, participation_generator)
+from fedhet.participation.base import (
+    ParticipationContext,
+    ParticipationProcess,
+    Stream,
+    ids_from_mask,
+    participation_generator,
+)
 from fedhet.participation.warmup import WarmupOptions, with_warmup
 
 PATTERNS = ("bernoulli", "markov", "cyclic")
@@ -93,9 +99,11 @@ def symmetric_dirichlet(concentration: float, size: int, generator: torch.Genera
     U^{1/a}``): for small concentrations the plain Gamma draws underflow to 0 in float64 (all of them,
     with non-negligible probability, when a is around 1e-3), the log-space form never does.
     """
-    # torch._standard_gamma is the sampler behind torch.distributions.Gamma; only it takes a generator.
+    # torch._standard_gamma is the sampler behind torch.distributions.Gamma; only it takes a generator
+    # (private, hence the ignore).
     shape = torch.full((size,), concentration + 1.0, dtype=torch.float64)
-    log_gamma = torch.log(torch._standard_gamma(shape, generator=generator))
+    gamma = torch._standard_gamma(shape, generator=generator)  # pyright: ignore[reportPrivateImportUsage]
+    log_gamma = torch.log(gamma)
     uniform = 1.0 - torch.rand(size, generator=generator, dtype=torch.float64)   # in (0, 1]
     return torch.softmax(log_gamma + torch.log(uniform) / concentration, dim=0)
 
@@ -184,11 +192,24 @@ class CyclicState(NamedTuple):
 HeterogeneousState = Union[HeterogeneousBernoulliState, MarkovState, CyclicState]
 
 
-class _Pattern:
-    """How one pattern starts (``init``) and which clients are on in a round (``active``)."""
+PatternState = TypeVar("PatternState", HeterogeneousBernoulliState, MarkovState, CyclicState)
 
-    def matrix(self, state: HeterogeneousState, start_round: int, num_rounds: int,
-               context: ParticipationContext) -> tuple[torch.Tensor, HeterogeneousState]:
+
+class _Pattern(abc.ABC, Generic[PatternState]):
+    """How one pattern starts (``init``) and which clients are on in a round (``active``); its state
+    type is the pattern's own."""
+
+    @abc.abstractmethod
+    def init(self, probabilities: torch.Tensor, context: ParticipationContext) -> PatternState:
+        ...
+
+    @abc.abstractmethod
+    def active(self, state: PatternState, round_index: int,
+               context: ParticipationContext) -> tuple[torch.Tensor, PatternState]:
+        ...
+
+    def matrix(self, state: PatternState, start_round: int, num_rounds: int,
+               context: ParticipationContext) -> tuple[torch.Tensor, PatternState]:
         """``[num_rounds, N]`` masks of consecutive rounds: the same ``active`` calls, minus the
         per-round conversion to ids (for simulations and plots)."""
         matrix = torch.empty(num_rounds, context.num_clients, dtype=torch.bool)
@@ -197,7 +218,7 @@ class _Pattern:
         return matrix, state
 
 
-class _BernoulliPattern(_Pattern):
+class _BernoulliPattern(_Pattern[HeterogeneousBernoulliState]):
     def init(self, probabilities: torch.Tensor, context: ParticipationContext) -> HeterogeneousBernoulliState:
         return HeterogeneousBernoulliState(probabilities=probabilities)
 
@@ -208,7 +229,7 @@ class _BernoulliPattern(_Pattern):
         return uniforms < state.probabilities, state
 
 
-class _MarkovPattern(_Pattern):
+class _MarkovPattern(_Pattern[MarkovState]):
     def __init__(self, transition: float):
         self.transition = transition
 
@@ -230,7 +251,7 @@ class _MarkovPattern(_Pattern):
         return on, state._replace(on=on, next_round=round_index + 1)
 
 
-class _CyclicPattern(_Pattern):
+class _CyclicPattern(_Pattern[CyclicState]):
     def __init__(self, cycle: int):
         self.cycle = cycle
 
@@ -259,6 +280,8 @@ class HeterogeneousParticipation:
         if options.pattern not in PATTERNS:
             raise ValueError(f"participation.pattern = {options.pattern!r}: allowed: {', '.join(PATTERNS)}")
         self.options = options
+        # Any: the state this process hands back is the one its pattern's own init made.
+        self._pattern: _Pattern[Any]
         if options.pattern == "markov":
             self._pattern = _MarkovPattern(options.transition)
         elif options.pattern == "cyclic":

@@ -1,7 +1,7 @@
 """Run a participation process on its own, for plots, statistics and tests."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -24,7 +24,9 @@ def simulate_participation(process: ParticipationProcess, context: Participation
         if start_round != 0:
             raise ValueError("start_round > 0 needs the state saved before that round")
         state = process.init(context)
-    participation_matrix = getattr(process, "participation_matrix", None)
+    # The optional method of the docstring: (state, start_round, num_rounds, context) -> (matrix, state).
+    participation_matrix: Optional[Callable[..., tuple[torch.Tensor, Any]]] = getattr(
+        process, "participation_matrix", None)
     if callable(participation_matrix):
         matrix, _ = participation_matrix(state, start_round, num_rounds, context)
         return matrix

@@ -22,8 +22,13 @@ import torch
 from fedhet.core.options import ConfigError, option
 from fedhet.core.registry import PARTICIPATION
 from fedhet.core.traces import available_at, read_trace
-from fedhet.participation.base import (ParticipationContext, ParticipationProcess, Stream, ids_from_mask,
-                                       participation_generator)
+from fedhet.participation.base import (
+    ParticipationContext,
+    ParticipationProcess,
+    Stream,
+    ids_from_mask,
+    participation_generator,
+)
 from fedhet.participation.warmup import WarmupOptions, with_warmup
 
 

@@ -12,8 +12,7 @@ import torch
 
 from fedhet.core.options import ConfigError, option
 from fedhet.core.registry import PARTICIPATION
-from fedhet.participation.base import (ParticipationContext, ParticipationProcess, Stream,
-                                       participation_generator)
+from fedhet.participation.base import ParticipationContext, ParticipationProcess, Stream, participation_generator
 from fedhet.participation.warmup import WarmupOptions, with_warmup
 
 

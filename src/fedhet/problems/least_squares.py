@@ -156,12 +156,14 @@ def make_least_squares(*, num_clients: int = 4, dim: int = 3, examples_per_clien
     task = build_task(model, train, train, partition, num_classes=1, device=torch.device(device), dtype=dtype)
     task.loss_fn = squared_loss
 
-    place = dict(device=torch.device(device), dtype=torch.float64)
+    def place(tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.to(device=torch.device(device), dtype=torch.float64)
+
     return LeastSquaresProblem(
-        task=task, designs=[d.to(**place) for d in designs], targets=[t.to(**place) for t in targets],
+        task=task, designs=[place(d) for d in designs], targets=[place(t) for t in targets],
         initial_params=initial.to(device=torch.device(device), dtype=dtype),
-        optimum=optimum.to(**place), uniform_optimum=uniform_optimum.to(**place),
-        client_optima=torch.stack(optima).to(**place))
+        optimum=place(optimum), uniform_optimum=place(uniform_optimum),
+        client_optima=place(torch.stack(optima)))
 
 
 def full_batch_options(problem: LeastSquaresProblem, options_cls: type, *, learning_rate: float, steps: int,

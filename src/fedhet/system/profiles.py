@@ -118,7 +118,7 @@ def profiles_from_rows(rows: list[dict[str, Any]], source: str) -> ClientProfile
     """Validate rows (dicts with :data:`PROFILE_COLUMNS`) into profiles; clients 0..N-1, once each."""
     by_client: dict[int, dict[str, Any]] = {}
     for row in rows:
-        client = row.get("client")
+        client: Any = row.get("client")     # any value of the file, None when missing; checked here
         try:
             client_id = int(client)
         except (TypeError, ValueError):

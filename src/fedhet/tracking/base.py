@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional, TypeVar
 
 from fedhet.tracking.layout import metric_name
 
@@ -67,6 +67,17 @@ class Tracker(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Flush and end the tracked run in this process (a resume reopens it)."""
+
+
+Handle = TypeVar("Handle")
+
+
+def started(handle: Optional[Handle], tracker: str) -> Handle:
+    """``handle``, the tool's writer, client or run that :meth:`Tracker.start` opened; a tracker
+    used before ``start`` (or after ``close``) is a programming error, said as such."""
+    if handle is None:
+        raise RuntimeError(f"tracker {tracker!r} used before start() or after close()")
+    return handle
 
 
 def numeric_items(record: Mapping[str, Any]) -> dict[str, float]:

@@ -15,11 +15,14 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional
 
 from fedhet.errors import FedhetError
-from fedhet.tracking.base import Tracker, TrackingContext, numeric_items, scoped_environ
+from fedhet.tracking.base import Tracker, TrackingContext, numeric_items, scoped_environ, started
 from fedhet.tracking.layout import headline_summary, metric_name
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 ENVIRONMENT = {"MLFLOW_ALLOW_FILE_STORE": "true", "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
 STORE_DIR = "mlruns"
@@ -88,7 +91,7 @@ class MlflowTracker(Tracker):
     name = "mlflow"
 
     def __init__(self):
-        self.client = None
+        self.client: Optional[MlflowClient] = None
         self.run_id = ""
 
     def _environment(self):
@@ -117,41 +120,44 @@ class MlflowTracker(Tracker):
             return {"tracking_uri": uri, "experiment_id": experiment_id, "run_id": self.run_id}
 
     def _experiment_id(self, name: str) -> str:
-        with _store_lock(self.client.tracking_uri):
+        with _store_lock(started(self.client, self.name).tracking_uri):
             return self._get_or_create_experiment(name)
 
     def _get_or_create_experiment(self, name: str) -> str:
         from mlflow.exceptions import MlflowException
 
-        experiment = self.client.get_experiment_by_name(name)
+        client = started(self.client, self.name)
+        experiment = client.get_experiment_by_name(name)
         if experiment is not None:
             return experiment.experiment_id
         try:
-            return self.client.create_experiment(name)
+            return client.create_experiment(name)
         except MlflowException:
             # Another worker of the same sweep created it between the lookup and the creation.
-            experiment = self.client.get_experiment_by_name(name)
+            experiment = client.get_experiment_by_name(name)
             if experiment is None:
                 raise
             return experiment.experiment_id
 
     def last_logged_round(self) -> Optional[int]:
         with self._environment():
-            history = self.client.get_metric_history(self.run_id, metric_name("test_accuracy"))
+            history = started(self.client, self.name).get_metric_history(self.run_id, metric_name("test_accuracy"))
         return max((int(metric.step) for metric in history), default=0)
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
         items = [Param(key, str(value)[:_PARAM_LENGTH]) for key, value in params.items()]
+        client = started(self.client, self.name)
         with self._environment():
             for start in range(0, len(items), _PARAMS_PER_BATCH):
-                self.client.log_batch(self.run_id, params=items[start:start + _PARAMS_PER_BATCH])
+                client.log_batch(self.run_id, params=items[start:start + _PARAMS_PER_BATCH])
 
     def _log_metrics(self, metrics: list) -> None:
+        client = started(self.client, self.name)
         with self._environment():
             for start in range(0, len(metrics), _METRICS_PER_BATCH):
-                self.client.log_batch(self.run_id, metrics=metrics[start:start + _METRICS_PER_BATCH])
+                client.log_batch(self.run_id, metrics=metrics[start:start + _METRICS_PER_BATCH])
 
     def log_rounds(self, records: list[dict[str, Any]]) -> None:
         from mlflow.entities import Metric
@@ -168,10 +174,11 @@ class MlflowTracker(Tracker):
         self._log_metrics([Metric(name, number, now, step) for name, number in headline_summary(summary).items()])
 
     def log_files(self, paths: list[Path], run_dir: Path) -> None:
+        client = started(self.client, self.name)
         with self._environment():
             for path in paths:
                 folder = "plots" if path.suffix.lower() == ".png" else None
-                self.client.log_artifact(self.run_id, str(path), artifact_path=folder)
+                client.log_artifact(self.run_id, str(path), artifact_path=folder)
 
     def close(self) -> None:
         if self.client is not None:

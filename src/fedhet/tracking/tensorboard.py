@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from fedhet.tracking.base import Tracker, TrackingContext, numeric_items
+from fedhet.tracking.base import Tracker, TrackingContext, numeric_items, started
 from fedhet.tracking.layout import headline_summary
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 LOG_DIR = "tensorboard"
 
@@ -23,7 +26,7 @@ class TensorBoardTracker(Tracker):
     name = "tensorboard"
 
     def __init__(self):
-        self.writer = None
+        self.writer: Optional[SummaryWriter] = None
 
     def start(self, context: TrackingContext, saved: Optional[dict[str, Any]]) -> dict[str, Any]:
         from torch.utils.tensorboard import SummaryWriter
@@ -43,25 +46,30 @@ class TensorBoardTracker(Tracker):
         values = {key: (value if isinstance(value, (bool, int, float, str)) else str(value))
                   for key, value in params.items()}
         experiment, start, end = hparams(values, {"test/accuracy": float("nan")})
+        file_writer = started(self.writer, self.name).file_writer
+        assert file_writer is not None      # SummaryWriter opens it in __init__
         for summary in (experiment, start, end):
-            self.writer.file_writer.add_summary(summary)
+            file_writer.add_summary(summary)
 
     def log_rounds(self, records: list[dict[str, Any]]) -> None:
+        writer = started(self.writer, self.name)
         for record in records:
             for key, value in numeric_items(record).items():
-                self.writer.add_scalar(key, value, global_step=int(record["round"]))
-        self.writer.flush()
+                writer.add_scalar(key, value, global_step=int(record["round"]))
+        writer.flush()
 
     def log_summary(self, summary: Mapping[str, Any], step: int) -> None:
+        writer = started(self.writer, self.name)
         for name, number in headline_summary(summary).items():
-            self.writer.add_scalar(name, number, global_step=step)
-        self.writer.add_text("summary", "```json\n" + json.dumps(summary, indent=1, sort_keys=True) + "\n```",
-                             global_step=step)
-        self.writer.flush()
+            writer.add_scalar(name, number, global_step=step)
+        writer.add_text("summary", "```json\n" + json.dumps(summary, indent=1, sort_keys=True) + "\n```",
+                        global_step=step)
+        writer.flush()
 
     def log_files(self, paths: list[Path], run_dir: Path) -> None:
         import matplotlib.image
 
+        writer = started(self.writer, self.name)
         for path in paths:
             if path.suffix.lower() != ".png":
                 continue
@@ -69,8 +77,8 @@ class TensorBoardTracker(Tracker):
             if pixels.ndim == 2:
                 pixels = pixels[:, :, None].repeat(3, axis=2)
             image = (pixels[:, :, :3] * 255).round().astype("uint8")
-            self.writer.add_image(f"plots/{path.stem}", image, global_step=0, dataformats="HWC")
-        self.writer.flush()
+            writer.add_image(f"plots/{path.stem}", image, global_step=0, dataformats="HWC")
+        writer.flush()
 
     def close(self) -> None:
         if self.writer is not None:

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from fedhet.errors import FedhetError
-from fedhet.tracking.base import Tracker, TrackingContext, numeric_items, scoped_environ
+from fedhet.tracking.base import Tracker, TrackingContext, numeric_items, scoped_environ, started
 from fedhet.tracking.layout import headline_summary
 from fedhet.tracking.wandb_offline import last_offline_step
+
+if TYPE_CHECKING:
+    from wandb.sdk.wandb_run import Run
 
 WANDB_DIR = "wandb"
 
@@ -43,7 +46,7 @@ class WandbTracker(Tracker):
     name = "wandb"
 
     def __init__(self):
-        self.run = None
+        self.run: Optional[Run] = None
         self.environment: dict[str, str] = {}
         self.resumed_at: Optional[int] = None
 
@@ -53,6 +56,7 @@ class WandbTracker(Tracker):
         (context.run_dir / WANDB_DIR).mkdir(parents=True, exist_ok=True)
         with scoped_environ(self.environment):
             import wandb
+            import wandb.errors  # by name: `import wandb` alone does not declare it to type checkers
 
             # A random id: two runs with the same config must stay two W&B runs (ids carry no results).
             run_id = saved["run_id"] if saved else uuid.uuid4().hex[:12]
@@ -82,19 +86,21 @@ class WandbTracker(Tracker):
         pass  # the config went to wandb.init (W&B's hyperparameters), nested as config.toml has it
 
     def log_rounds(self, records: list[dict[str, Any]]) -> None:
+        run = started(self.run, self.name)
         with scoped_environ(self.environment):
             for record in records:
-                self.run.log(numeric_items(record), step=int(record["round"]))
+                run.log(numeric_items(record), step=int(record["round"]))
 
     def log_summary(self, summary: Mapping[str, Any], step: int) -> None:
         with scoped_environ(self.environment):
             # The headline values; the whole summary.json is a run file (log_files).
-            self.run.summary.update(headline_summary(summary))
+            started(self.run, self.name).summary.update(headline_summary(summary))
 
     def log_files(self, paths: list[Path], run_dir: Path) -> None:
+        run = started(self.run, self.name)
         with scoped_environ(self.environment):
             for path in paths:
-                self.run.save(str(path.resolve()), base_path=str(run_dir.resolve()), policy="now")
+                run.save(str(path.resolve()), base_path=str(run_dir.resolve()), policy="now")
 
     def close(self) -> None:
         if self.run is not None:

@@ -57,7 +57,8 @@ def last_offline_step(wandb_dir: Path, run_id: str) -> int:
     last = 0
     for path in wandb_dir.glob(f"offline-run-*-{run_id}/run-{run_id}.wandb"):
         for raw in read_records(path):
-            record = wandb_internal_pb2.Record()
+            # A protobuf message class, made when the module is imported: no stub declares it.
+            record = wandb_internal_pb2.Record()  # pyright: ignore[reportAttributeAccessIssue]
             try:
                 record.ParseFromString(raw)
             except Exception:                  # a damaged record: the later ones are not trusted

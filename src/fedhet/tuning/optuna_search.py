@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from fedhet.tuning.errors import TuneError
 from fedhet.tuning.results import COMPLETE, FAILED, PRUNED, TrialRecord
 from fedhet.tuning.space import SearchParameter
 from fedhet.tuning.trials import trial_name, trial_seed
+
+if TYPE_CHECKING:
+    from optuna.distributions import BaseDistribution
 
 STUDY_NAME = "fedhet-tune"
 
@@ -31,7 +34,7 @@ def import_optuna():
     return optuna
 
 
-def _distribution(optuna, parameter: SearchParameter):
+def _distribution(optuna: Any, parameter: SearchParameter) -> BaseDistribution:
     if parameter.is_range:
         return optuna.distributions.FloatDistribution(parameter.low, parameter.high, log=parameter.log)
     for value in parameter.values:
@@ -97,7 +100,7 @@ def optuna_trials(settings, runner, journal_path: Path, make_record: Callable[..
     optuna = import_optuna()
     RUNNING = optuna.trial.TrialState.RUNNING
     study = _open_study(optuna, settings, journal_path)
-    distributions = {p.key: _distribution(optuna, p) for p in settings.space}
+    distributions: dict[str, BaseDistribution] = {p.key: _distribution(optuna, p) for p in settings.space}
     criterion = settings.criterion
     last_round = criterion.at_round(runner.rounds)
 

@@ -27,7 +27,7 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional
 
 from fedhet.core.io import atomic_write_json
 from fedhet.engine.rundir_lock import DirectoryLock

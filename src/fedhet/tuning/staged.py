@@ -65,6 +65,8 @@ def run_preregistered_search(plan: TuningPlan, search: Search, out_dir: str | Pa
     """Run (or continue) one search of the plan in ``out_dir/<protocol>/<method>`` (module docstring)."""
     protocol = plan.protocols[search.protocol]
     seed = protocol.tuning_seed
+    if seed is None:        # load_tuning_plan refuses a searched protocol without one
+        raise TuneError(f"{search.target}: protocol {search.protocol} has no tuning_seed")
     fixed: dict[str, Any] = {**protocol.overrides(search.method, tier), "run.seed": seed}
     # Knobs of later stages sit at their start value while the earlier stages run (FedAU's gamma at eta = 1).
     for knob in search.knobs:
@@ -109,6 +111,8 @@ def run_preregistered_search(plan: TuningPlan, search: Search, out_dir: str | Pa
             knob, end = edge
             current = dataclasses.replace(knob, values=grids[knob.name])
             point = current.beyond(end)
+            if point is None:   # the knob extends (edge above); beyond needs the grid's two outermost values
+                raise TuneError(f"{search.target}: knob {knob.name} has one grid value; the edge rule needs two")
             done[(knob.name, end)] += 1
             grids[knob.name] = (point, *grids[knob.name]) if end == "low" else (*grids[knob.name], point)
             extensions.append(f"stage {index}: {knob.name} at its {end} end -> {point:g}")
