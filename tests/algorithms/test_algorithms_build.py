@@ -7,8 +7,8 @@ import torch
 
 import fedhet.components  # noqa: F401  (registers the components)
 from fedhet.algorithms import Algorithm, build, build_parts, server_for
-from fedhet.algorithms.feddyn import FedDynOptions
 from fedhet.algorithms.fedavgm import FedAvgMOptions
+from fedhet.algorithms.feddyn import FedDynOptions
 from fedhet.algorithms.fedspeed import FedSpeedOptions
 from fedhet.algorithms.scaffold import ControlVariate
 from fedhet.client.base import ClientOptions

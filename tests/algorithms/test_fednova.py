@@ -13,8 +13,15 @@ from fedhet.problems.least_squares import make_least_squares
 
 # The server tests' shared helpers (tests/server/server_baseline_support.py).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
-from server_baseline_support import (assert_resume_is_bitwise, build_server, build_solver, cohort, context,  # noqa: E402
-                                     problem, simulator)
+from server_baseline_support import (  # noqa: E402
+    assert_resume_is_bitwise,
+    build_server,
+    build_solver,
+    cohort,
+    context,
+    problem,
+    simulator,
+)
 
 
 def unequal_step_problem():

@@ -7,9 +7,15 @@ from fedhet.core.cohort import Cohort
 from fedhet.participation.full import FullOptions, make_full
 from fedhet.participation.heterogeneous import HeterogeneousOptions, make_heterogeneous
 from fedhet.participation.uniform import UniformOptions, make_uniform
-
-from server_baseline_support import (ScriptedParticipation, assert_resume_is_bitwise, build_server, cohort,
-                                     context, problem, simulator)
+from server_baseline_support import (
+    ScriptedParticipation,
+    assert_resume_is_bitwise,
+    build_server,
+    cohort,
+    context,
+    problem,
+    simulator,
+)
 
 N, DIM = 4, 3
 # Rounds as (participants, their pseudo-gradients); round 2 is empty.

@@ -44,7 +44,6 @@ from fedhet.problems.least_squares import make_least_squares
 from fedhet.server import aware_direction, latest_updates
 from fedhet.server.aware_direction import MomentumDirection
 from fedhet.server.aware_options import KERNELS
-
 from server_baseline_support import context as server_context
 
 NUM_CLIENTS, DIM, ROUNDS = 5, 8, 6

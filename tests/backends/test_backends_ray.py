@@ -24,15 +24,20 @@ import ray  # noqa: E402
 
 import fedhet.backends.ray_backend as ray_backend  # noqa: E402
 from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, make_work  # noqa: E402
-from fedhet.backends.ray_backend import (RayBackend, RayClusterUnreachableError, RaySettings,  # noqa: E402
-                                         RayWorkersLostError, check_reachable)
 from fedhet.algorithms import build as build_algorithm  # noqa: E402
-from fedhet.engine.backend_choice import BACKENDS, BackendOptions, select_backend  # noqa: E402
+from fedhet.backends.ray_backend import (  # noqa: E402
+    RayBackend,
+    RayClusterUnreachableError,
+    RaySettings,
+    RayWorkersLostError,
+    check_reachable,
+)
 from fedhet.backends.sequential import SequentialBackend  # noqa: E402
 from fedhet.config.schema import load_config  # noqa: E402
 from fedhet.core.options import ConfigError  # noqa: E402
 from fedhet.core.task import evaluate  # noqa: E402
 from fedhet.engine import checkpoint as ckpt  # noqa: E402
+from fedhet.engine.backend_choice import BACKENDS, BackendOptions, select_backend  # noqa: E402
 from fedhet.engine.callbacks import Callback, read_metrics  # noqa: E402
 from fedhet.engine.runner import resume_run, run_experiment  # noqa: E402
 from fedhet.errors import FedhetError  # noqa: E402

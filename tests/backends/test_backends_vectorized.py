@@ -7,11 +7,11 @@ import torch
 from torch import nn
 
 from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, make_work
-from fedhet.engine.backend_choice import select_backend
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.backends.vectorized import VectorizedBackend, padded_round_batches, unsupported_reason
 from fedhet.client.base import ClientOptions, LocalSolver
 from fedhet.core.task import build_task
+from fedhet.engine.backend_choice import select_backend
 
 SCENARIOS = {
     # epochs mode, client sizes 61..72 with B = 16: partial last batches and 4 or 5 steps per client

@@ -18,11 +18,10 @@ import torch
 import fedhet
 from fedhet.engine.callbacks import Callback, read_metrics
 from fedhet.engine.checkpoint import load_checkpoint
+from fedhet.sweep.execute import run_sweep
 from fedhet.sweep.grid import parse_grid
 from fedhet.sweep.plan import plan_sweep
 from fedhet.sweep.progress import DONE
-from fedhet.sweep.execute import run_sweep
-
 from ray_cluster import LoopbackRayCluster
 from small_run import small_toml
 

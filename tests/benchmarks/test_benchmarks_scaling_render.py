@@ -5,6 +5,7 @@ import json
 import re
 
 import pytest
+
 from benchmark_loader import BENCHMARKS, load_benchmark
 
 DOC = BENCHMARKS.parent / "docs" / "scaling.md"

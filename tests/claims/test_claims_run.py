@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from small_run import small_toml
 
 from fedhet.claims.commands import report_command, run_command
 from fedhet.cli import main
+from small_run import small_toml
 
 # The sweep tests' tiny setting (tests/sweep/conftest.py, SMALL_TOML): FedAvg on Synthetic(1,1), 12 clients, 6 rounds.
 TINY = small_toml(name="tiny", rounds=6, eval_every=2, checkpoint_every=2, backend="sequential")

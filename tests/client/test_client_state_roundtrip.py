@@ -11,12 +11,12 @@ import torch
 
 import fedhet.components  # noqa: F401
 from fedhet.algorithms import server_for
+from fedhet.core.registry import CLIENT_SOLVERS
+from fedhet.core.store import StoreOptions
 from fedhet.engine import checkpoint
 from fedhet.participation.uniform import UniformOptions, make_uniform
 from fedhet.problems.least_squares import make_least_squares
-from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.server.base import ServerOptions
-from fedhet.core.store import StoreOptions
 
 ROUNDS, SPLIT = 6, 3
 CASES = [

@@ -216,8 +216,8 @@ def _resolved_everywhere(tmp_path: Path, settings: dict[str, Any], algorithm: st
     """The configuration ``settings`` (and ``algorithm``) resolve to, through each entry point."""
     from fedhet.claims.definitions import load_protocols
     from fedhet.claims.planning import plan_protocol
-    from fedhet.sweep.plan import plan_sweep
     from fedhet.flower.build import config_from_text, config_text
+    from fedhet.sweep.plan import plan_sweep
     from fedhet.tuning.trials import ConfigTrialRunner
 
     path = tmp_path / "file.toml"

@@ -11,12 +11,11 @@ import torch
 
 import fedhet.algorithms
 import fedhet.components  # noqa: F401  (registers every component)
+from docs_modules import ROOT, load
 from fedhet.algorithms import build_parts
 from fedhet.client.base import ClientOptions
 from fedhet.core.registry import ALGORITHMS, CLIENT_SOLVERS, SERVERS
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
-
-from docs_modules import ROOT, load
 
 rules = load("docs/gen_algorithm_rules.py")
 DESIGN = ROOT / "docs" / "design.md"

@@ -7,9 +7,8 @@ import pytest
 
 import fedhet.algorithms.fedprox
 import fedhet.components  # noqa: F401  (registers every component)
-from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
-
 from docs_modules import ROOT, load
+from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 
 rules = load("docs/gen_algorithm_rules.py")
 PAGE = ROOT / "docs" / "algorithms.md"

@@ -28,8 +28,8 @@ def test_restore_keeps_values_and_non_tensors():
 
 
 def test_typed_states_are_saved_as_plain_dicts_and_restored_to_their_types():
-    from fedhet.algorithms.feddyn import FedDynState
     from fedhet.algorithms.adaptive import AdaptiveState
+    from fedhet.algorithms.feddyn import FedDynState
     from fedhet.server.base import NoState, ServerState
 
     state = {"server": ServerState(aggregator=FedDynState(h=torch.arange(3.0)),

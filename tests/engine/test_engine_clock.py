@@ -6,15 +6,14 @@ import math
 import pytest
 import torch
 
-from fedhet.algorithms import build as build_algorithm
 from fedhet.backends.processes import ProcessPoolBackend, fork_available
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.backends.vectorized import VectorizedBackend
 from fedhet.config.schema import load_config
 from fedhet.core.options import ConfigError
+from fedhet.engine.assembly import simulator_from_config
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.checkpoint import load_checkpoint
-from fedhet.engine.assembly import simulator_from_config
 from fedhet.engine.clock import CLOCK_RECORD_KEYS
 from fedhet.engine.runner import build_federation, resume_run, run_experiment
 from fedhet.system.profiles import ClientProfiles, write_profiles

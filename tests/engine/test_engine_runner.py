@@ -10,7 +10,7 @@ import torch
 
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.callbacks import read_metrics
-from fedhet.engine.runner import run_experiment, resume_run
+from fedhet.engine.runner import resume_run, run_experiment
 from fedhet.engine.simulator import TrainingDivergedError
 from small_run import StopAfter
 

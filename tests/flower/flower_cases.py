@@ -8,8 +8,6 @@ from typing import Any
 import torch
 
 from fedhet.config.schema import apply_overrides, parse_override, resolve_config
-from fedhet.core.registry import PARTICIPATION
-from fedhet.core.store import StoreOptions
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.assembly import participation_from_config, simulator_from_config
 from fedhet.engine.runner import build_federation, run_experiment

@@ -16,9 +16,9 @@ from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.fingerprint import ConfigChangedError
 from fedhet.engine.rundir_lock import DirectoryLock, RunDirectoryInUseError
 from fedhet.engine.runner import resume_run, run_experiment
+from fedhet.sweep.execute import run_sweep
 from fedhet.sweep.plan import plan_sweep
 from fedhet.sweep.progress import DONE
-from fedhet.sweep.execute import run_sweep
 from helpers_reliability import assert_same_run, fedhet_cli, subprocess_env, values
 from small_run import StopAfter, small_toml
 

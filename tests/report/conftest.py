@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from small_run import small_toml
 
 # The sweep tests' tiny setting (tests/sweep/conftest.py): FedProx Synthetic(1,1), logistic regression, 12 clients.

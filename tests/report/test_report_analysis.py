@@ -10,9 +10,8 @@ from fedhet.report.runs import RunDirectoryError
 
 @pytest.fixture
 def two_runs(tmp_path):
-    from small_run import SMALL
-
     from fedhet.config.schema import load_config
+    from small_run import SMALL
 
     results = {}
     for seed in (1, 2):

@@ -3,10 +3,10 @@ any method's aware_* options by one converter."""
 import dataclasses
 
 import fedhet.components  # noqa: F401  (registers the components)
+from fedhet.algorithms.fedaware import FedAwareOptions
 from fedhet.server.aware import AwareProjection
 from fedhet.server.aware_options import AwareOptions
 from fedhet.server.base import ServerOptions
-from fedhet.algorithms.fedaware import FedAwareOptions
 
 
 def _fields(cls):

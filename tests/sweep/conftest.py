@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from small_run import small_toml
 
 # A small, fast federation (as tests/engine/conftest.py): FedProx Synthetic(1,1), logistic regression, 12 clients.

@@ -5,13 +5,13 @@ import io
 import sys
 
 import pytest
-from small_run import small_toml
 
 from fedhet.config.schema import load_config
 from fedhet.core.options import ConfigError
 from fedhet.sweep.commands import EXIT_INPUT_ERROR, sweep_command
 from fedhet.sweep.options import SweepOptions, sweep_options
 from fedhet.sweep.plan import plan_sweep
+from small_run import small_toml
 
 SMALL_TOML = small_toml(name="tiny", rounds=6, eval_every=2, checkpoint_every=2)
 

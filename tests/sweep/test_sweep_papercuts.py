@@ -3,11 +3,11 @@ method's own option carries only what each setting's method takes, and says what
 from __future__ import annotations
 
 import pytest
-from small_run import small_toml
 
 from fedhet.cli import main
 from fedhet.core.options import ConfigError
 from fedhet.sweep.plan import plan_sweep
+from small_run import small_toml
 
 
 def _fedaware_base(tmp_path):

@@ -13,7 +13,6 @@ import tempfile
 
 import pytest
 import torch
-from small_run import StopAfter
 
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.checkpoint import load_checkpoint
@@ -22,6 +21,7 @@ from fedhet.sweep.grid import SweepError, parse_grid
 from fedhet.sweep.options import SweepOptions
 from fedhet.sweep.plan import plan_sweep
 from fedhet.sweep.progress import DONE, FAILED, SKIPPED
+from small_run import StopAfter
 
 ray = pytest.importorskip("ray")
 

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from small_run import SMALL
 
 from fedhet.config.schema import config_to_toml, load_config
 from fedhet.engine.callbacks import read_metrics
@@ -17,6 +16,7 @@ from fedhet.engine.runner import run_experiment
 from fedhet.sweep import worker
 from fedhet.sweep.plan import NEW, PlannedRun
 from fedhet.sweep.worker_pool import WorkerPool
+from small_run import SMALL
 
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 # A few rounds of the FedAvg MLP on Fashion-MNIST: a dataset registered seeded=False, so one loaded copy

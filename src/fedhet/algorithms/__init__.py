@@ -59,6 +59,8 @@ def server_for(solver: LocalSolver, server: str, server_options: Any) -> ServerM
     entry = SERVERS.get(server, key="server.name")
     client_options = None
     if entry.client is not None:
+        # The registry takes client= and client_options_cls= together (Registry.register).
+        assert entry.client_options_cls is not None, f"server {server!r} registered with client= but no client_options_cls"
         if not isinstance(solver.options, entry.client_options_cls):
             paired = [name for name, pair in ALGORITHMS.items() if pair.server == server and pair.client == entry.client]
             via = f", or algorithm = '{paired[0]}'" if paired else ""

@@ -23,8 +23,8 @@ from typing import Any, Callable, Optional
 import torch
 
 from fedhet.client.context import ClientContext
-from fedhet.core.options import ConfigError, option, refuse_inactive
 from fedhet.core.cohort import EFFECTIVE_STEPS, Cohort
+from fedhet.core.options import ConfigError, option, refuse_inactive
 
 GradFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 """``grad_fn(point) -> (loss, grad)``: the minibatch loss at ``point`` (``[d]`` or ``[K, d]``) and its

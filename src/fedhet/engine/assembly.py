@@ -15,8 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from fedhet.algorithms import Algorithm
-from fedhet.algorithms import build as build_algorithm
+from fedhet.algorithms import Algorithm, build as build_algorithm
 from fedhet.backends.base import Backend, usable_cpus
 from fedhet.config.schema import ExperimentConfig, RunOptions
 from fedhet.core.registry import PARTICIPATION

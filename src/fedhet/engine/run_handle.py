@@ -22,8 +22,7 @@ from fedhet.backends.ray_backend import RayWorkersLostError
 from fedhet.config.schema import ExperimentConfig
 from fedhet.core.io import atomic_write_json
 from fedhet.core.task import evaluate
-from fedhet.engine import checkpoint as ckpt
-from fedhet.engine import client_eval
+from fedhet.engine import checkpoint as ckpt, client_eval
 from fedhet.engine.assembly import simulator_from_config
 from fedhet.engine.backend_choice import BackendOptions, select_backend
 from fedhet.engine.clock import clock_summary
@@ -77,6 +76,8 @@ class RunHandle:
         if self.config.run.client_eval_data == "train":
             return client_eval.train_eval_set(self.task)
         train = self.federation.bundle.train
+        # config.client_eval refuses client_eval_data = "holdout" without data.client_test_fraction > 0.
+        assert self.federation.held_out is not None, "run.client_eval_data = 'holdout' needs a held-out slice"
         return client_eval.holdout_eval_set(train.inputs, train.targets, self.federation.held_out, self.task)
 
     @property
@@ -143,15 +144,17 @@ class RunHandle:
     def evaluate_clients(self, round_number: int) -> dict[str, float]:
         """Per-client accuracies of the current model: their statistics for the record; the
         accuracies themselves go to ``client_accuracy.json`` (the latest evaluated round)."""
+        eval_set = self.client_eval_set
+        if eval_set is None:
+            raise RuntimeError("per-client evaluation needs run.client_eval_every > 0")
         started = time.perf_counter()
-        accuracies = client_eval.client_accuracies(self.task, self.simulator.params, self.client_eval_set,
+        accuracies = client_eval.client_accuracies(self.task, self.simulator.params, eval_set,
                                                    batch_size=self.config.run.eval_batch_size)
         logger.debug("round %d: per-client evaluation of %d clients (%d examples) took %.3f s", round_number,
-                     self.client_eval_set.num_clients, int(self.client_eval_set.counts.sum()),
-                     time.perf_counter() - started)
+                     eval_set.num_clients, int(eval_set.counts.sum()), time.perf_counter() - started)
         atomic_write_json(self.run_dir / "client_accuracy.json",
-                          {"round": round_number, "data": self.client_eval_set.source,
-                           "num_examples": self.client_eval_set.counts.tolist(),
+                          {"round": round_number, "data": eval_set.source,
+                           "num_examples": eval_set.counts.tolist(),
                            "accuracy": [a if math.isfinite(a) else None for a in accuracies.tolist()]})
         return client_eval.client_accuracy_statistics(accuracies)
 
@@ -160,6 +163,6 @@ class RunHandle:
         summary = summarize(self.records, total_rounds=self.config.run.rounds, rounds_done=sim.next_round,
                             wall_seconds=self.elapsed, e_lud_sum=sim.e_lud_sum, e_lud_count=sim.e_lud_count,
                             target_accuracy=self.config.run.target_accuracy)
-        if sim.clock is not None:
+        if sim.clock is not None and sim.clock_state is not None:
             summary.update(clock_summary(sim.clock_state, self.records, self.config.run.target_accuracy))
         return summary

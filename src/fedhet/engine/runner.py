@@ -24,10 +24,17 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from fedhet.config.schema import ExperimentConfig, config_to_toml, load_config, parse_override
 from fedhet.core.io import atomic_write_json, atomic_write_text
-from fedhet.engine import checkpoint as ckpt
-from fedhet.engine import run_plots
-from fedhet.engine.callbacks import (Callback, CheckpointCallback, MetricsWriter, ProgressBar, TargetAccuracy,
-                                     rewrite_metrics, scan_metrics, set_aside_bad_lines)
+from fedhet.engine import checkpoint as ckpt, run_plots
+from fedhet.engine.callbacks import (
+    Callback,
+    CheckpointCallback,
+    MetricsWriter,
+    ProgressBar,
+    TargetAccuracy,
+    rewrite_metrics,
+    scan_metrics,
+    set_aside_bad_lines,
+)
 from fedhet.engine.device import configure_threads, resolve_device
 from fedhet.engine.federation import build_federation
 from fedhet.engine.fingerprint import ConfigChangedError, check_fingerprint, check_resumable_overrides

@@ -27,6 +27,7 @@ from fedhet.backends.base import Backend, RoundWork
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import LocalSolver, local_learning_rate, with_effective_steps
 from fedhet.core.cohort import Cohort
+from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.core.task import FederatedTask
 from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.clock import VirtualClock
@@ -37,7 +38,6 @@ from fedhet.engine.participation_log import ParticipationLog
 from fedhet.errors import FedhetError
 from fedhet.participation.base import ParticipationContext, ParticipationProcess
 from fedhet.server.base import ServerContext, ServerMethod
-from fedhet.core.store import ClientStore, StoreOptions
 
 
 class TrainingDivergedError(FedhetError, RuntimeError):

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from fedhet.core.options import ConfigError
 from fedhet.config.schema import ExperimentConfig, config_to_toml, resolve_config
+from fedhet.core.options import ConfigError
 from fedhet.errors import FedhetError
 
 if TYPE_CHECKING:

@@ -40,8 +40,13 @@ from typing import NamedTuple, Optional
 import torch
 
 from fedhet.core.options import option
-from fedhet.participation.base import (ParticipationContext, ParticipationProcess, ParticipationState,
-                                       Stream, participation_generator)
+from fedhet.participation.base import (
+    ParticipationContext,
+    ParticipationProcess,
+    ParticipationState,
+    Stream,
+    participation_generator,
+)
 
 
 class WarmupState(NamedTuple):

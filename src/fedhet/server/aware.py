@@ -49,9 +49,9 @@ import math
 import torch
 
 from fedhet.core.cohort import Cohort
+from fedhet.server.aware_direction import DirectionSettings, DirectionState, MomentumDirection
 from fedhet.server.aware_options import AwareOptions
 from fedhet.server.base import ServerContext, ServerOptions
-from fedhet.server.aware_direction import DirectionSettings, DirectionState, MomentumDirection
 
 
 def project_onto(update: torch.Tensor, direction: torch.Tensor) -> tuple[torch.Tensor, float, float]:

@@ -28,10 +28,10 @@ from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence, runt
 
 import torch
 
-from fedhet.core.options import option, refuse_inactive
 from fedhet.core.cohort import Cohort
-from fedhet.server.aware_options import AwareOptions, aware_field
+from fedhet.core.options import option, refuse_inactive
 from fedhet.core.store import ClientStore
+from fedhet.server.aware_options import AwareOptions, aware_field
 
 
 @dataclasses.dataclass(frozen=True)
