@@ -139,9 +139,11 @@ def summary_cells(claim: ClaimResult) -> list[str]:
 
 
 def rule_text() -> str:
-    return (f"Difference = method - baseline: paired by seed when both sides share partition and participation, "
-            f"otherwise Welch's; two-sided {100 * CONFIDENCE:g}% Student-t interval [lo, hi], oriented so that > 0 "
-            "is the paper's side (rounds to target: fewer; not worse: shifted by the margin). A comparison holds if "
+    return (f"Difference = method - baseline as measured (rounds to target: negative = the method is faster), "
+            "paired by seed when both sides share partition and participation, otherwise Welch's, with its "
+            f"two-sided {100 * CONFIDENCE:g}% Student-t interval. The outcome reads that interval turned to the "
+            "paper's side, [lo, hi] with > 0 the paper's side (rounds to target: the sign flips, fewer is the "
+            "paper's side; not worse: shifted by the margin), as the forest plots show it. A comparison holds if "
             "lo > 0, is contradicted if hi < 0, not reproduced if hi < delta (its minimal effect), inconclusive "
             "otherwise. A claim's primary comparisons decide it: 'all' holds when every one holds; 'most' when more "
             "than half hold and none is contradicted. Reported comparisons are shown only. Below a protocol's "
