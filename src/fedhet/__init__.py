@@ -17,8 +17,8 @@ from fedhet.core.options import ConfigError
 if TYPE_CHECKING:
     # The lazy functions of _LAZY_FUNCTIONS below, named for type checkers (and __all__); at run time
     # __getattr__ imports them on first use. The two lists name the same modules.
-    from fedhet.experiments.analysis import load_runs
-    from fedhet.server.fedau_weights import fedau_weights
+    from fedhet.algorithms.fedau import fedau_weights
+    from fedhet.report.analysis import load_runs
     from fedhet.server.min_norm import min_norm_weights
 
 __version__ = "0.1.0"

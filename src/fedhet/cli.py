@@ -31,6 +31,7 @@ from fedhet.core.options import ConfigError, describe_options
 from fedhet.engine.summary import CLIENT_SUMMARY_KEYS
 from fedhet.error_lines import error_line
 from fedhet.logs import NORMAL, QUIET, VERBOSE, configure_cli_logging
+from fedhet.sweep.executor_flags import add_executor_flags
 
 EXIT_CONFIG_ERROR = 2
 
@@ -264,13 +265,7 @@ def _add_experiment_commands(sub) -> None:
     sweep.add_argument("--overwrite", action="store_true",
                        help="rerun from scratch runs whose directory holds a different configuration")
     sweep.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
-    sweep.add_argument("--executor", choices=("local", "ray"),
-                       help="local: worker processes here (--jobs); ray: each run a Ray task on a cluster "
-                            "(needs fedhet[ray]; default: the base file's sweep.executor, else local)")
-    sweep.add_argument("--ray-address", metavar="ADDRESS",
-                       help="ray executor: join this cluster ('auto', or host:port); default: a local Ray")
-    sweep.add_argument("--ray-cpus-per-run", type=float, metavar="N", help="ray executor: CPUs per run (default 1)")
-    sweep.add_argument("--ray-gpus-per-run", type=float, metavar="N", help="ray executor: GPUs per run (default 0)")
+    add_executor_flags(sweep, default="the base file's sweep.executor, else local")
     sweep.add_argument("--ray-transfer", choices=("auto", "files", "shared"),
                        help="ray executor: write run directories in place (shared filesystem), ship their files "
                             "back from the nodes (files), or check per node (auto, the default)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from fedhet.claims.commands import DEFAULT_CLAIMS_DIR
+from fedhet.sweep.executor_flags import add_executor_flags
 
 TIER_CHOICES = ("quick", "default", "full")
 
@@ -68,13 +69,7 @@ def add_claims_command(sub) -> None:
                      help="rerun from scratch runs whose directory holds a different configuration")
     run.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
     run.add_argument("--no-report", action="store_true", help="run only; `fedhet claims report` writes the report")
-    run.add_argument("--executor", choices=("local", "ray"),
-                     help="local: worker processes here (--jobs, the default); ray: each run a Ray task on a cluster "
-                          "(needs fedhet[ray]; docs/experiments.md, \"Sweeps on a Ray cluster\")")
-    run.add_argument("--ray-address", metavar="ADDRESS",
-                     help="ray executor: join this cluster ('auto', or host:port); default: a local Ray")
-    run.add_argument("--ray-cpus-per-run", type=float, metavar="N", help="ray executor: CPUs per run (default 1)")
-    run.add_argument("--ray-gpus-per-run", type=float, metavar="N", help="ray executor: GPUs per run (default 0)")
+    add_executor_flags(run, default="local; docs/experiments.md, \"Sweeps on a Ray cluster\"")
     run.set_defaults(handler=_run)
     report = commands.add_parser("report", help="verdicts, claims table and HTML report from the runs so far")
     _common(report)

@@ -3,7 +3,8 @@
 - :mod:`fedhet.sweep.grid`: ``--grid key=v1,v2``, ``--seeds``, variants files, run names.
 - :mod:`fedhet.sweep.plan`: a sweep's runs as resolved configurations, and each run's state on disk
   (new, to resume, finished).
-- :mod:`fedhet.sweep.options`: how a sweep executes (the ``[sweep]`` table and its command-line flags).
+- :mod:`fedhet.sweep.options`: how a sweep executes (the ``[sweep]`` table and its command-line flags;
+  :mod:`fedhet.sweep.executor_flags` adds the executor flags that ``fedhet claims run`` shares).
 - :mod:`fedhet.sweep.execute`: runs the plan, in this process or on local worker processes
   (:mod:`fedhet.sweep.worker`, :mod:`fedhet.sweep.worker_pool`, :mod:`fedhet.sweep.lifetime`) or on
   a Ray cluster (:mod:`fedhet.sweep.ray_executor`, :mod:`fedhet.sweep.run_files`), with a progress view
