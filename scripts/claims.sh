@@ -14,8 +14,8 @@
 #   bash scripts/claims.sh                  default tier: about 2.5 h on a 2-core machine (180 runs; from the
 #                                           measured cost breakdown of benchmarks/claims_cost.py, docs/claims.md
 #                                           "Cost"; the script prints its wall time at the end), progress + ETA.
-#                                           Until scripts/tune_claims.sh has run, claims whose step sizes await
-#                                           that tuning print "not tested: tuning pending" with their trend
+#                                           Step sizes: the pre-registered tuning's (scripts/tune_claims.sh,
+#                                           docs/claims_tuning.md) or the paper's own (FedSpeed)
 #   bash scripts/claims.sh --tier quick     minutes: below every regime, trends only, no verdict
 #   bash scripts/claims.sh --tier full      the papers' lengths (--full is the same): days on a CPU
 #   bash scripts/claims.sh --only fedau-participation     one claim (ids: .venv/bin/fedhet claims list)
