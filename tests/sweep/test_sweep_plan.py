@@ -152,3 +152,19 @@ def test_run_state_of_directories(tiny_config, tmp_path):
     other = plan_sweep(tiny_config, sets=["client.learning_rate=0.5"], out_dir=tmp_path / "out").runs[0]
     state, conflict = run_state(other)
     assert "client.learning_rate" in conflict
+
+
+def test_checkpoint_cadence_and_progress_are_not_a_conflict(tiny_config, tmp_path):
+    # A finished run stays finished when only how often it checkpoints changed (a resume from any round is
+    # bitwise the uninterrupted run), while a computing key still conflicts.
+    from fedhet.config.schema import config_to_toml
+
+    run = plan_sweep(tiny_config, out_dir=tmp_path / "out").runs[0]
+    run.run_dir.mkdir(parents=True)
+    (run.run_dir / "config.toml").write_text(config_to_toml(run.config))
+    (run.run_dir / "summary.json").write_text('{"rounds": 6, "stopped_early": false}')
+    recadenced = plan_sweep(tiny_config, sets=["run.checkpoint_every=50"], out_dir=tmp_path / "out").runs[0]
+    assert recadenced.run_dir == run.run_dir and recadenced.config.run.checkpoint_every == 50
+    assert run_state(recadenced) == (FINISHED, None)
+    relearned = plan_sweep(tiny_config, sets=["client.learning_rate=0.5"], out_dir=tmp_path / "out").runs[0]
+    assert "client.learning_rate" in run_state(relearned)[1]

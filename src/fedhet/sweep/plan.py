@@ -38,9 +38,10 @@ SWEEP_FILE = "sweep.json"              # in the sweep directory: the plan and th
 NEW, RESUME, FINISHED = "new", "resume", "finished"    # the states of a run directory (run_state)
 # Room left in a run name (fedhet.names.MAX_NAME_LENGTH) for the variant, grid values and seed.
 BASE_NAME_MAX_LENGTH = 100
-# Keys that do not change what a run computes (progress bar, torch threads, the resource check) or only say where the
-# directory lives (the same --out spelled relative or absolute); a saved config may differ in these.
-_INCIDENTAL_KEYS = ("run.progress", "run.threads", "run.out_dir", "run.resource_check")
+# Keys that do not change what a run computes (progress bar, torch threads, the resource check, how often the
+# checkpoint is written: a resume from any round is bitwise the uninterrupted run) or only say where the directory
+# lives (the same --out spelled relative or absolute); a saved config may differ in these.
+_INCIDENTAL_KEYS = ("run.progress", "run.threads", "run.out_dir", "run.resource_check", "run.checkpoint_every")
 
 
 @dataclasses.dataclass(frozen=True)
