@@ -62,3 +62,23 @@ def test_finding_7_logistic_regression_at_lr_1e30_stops_in_round_1(small_config,
     assert message.startswith("round 1 diverged: ") and "\n" not in message
     assert ("overflowed" in message) if dtype == "float32" else ("exploded" in message)
     assert not (tmp_path / "lr1e30" / "summary.json").exists()
+
+
+def test_a_sum_that_overflows_is_not_mistaken_for_a_non_finite_model_or_update():
+    # The healthy path checks that sums are finite; float32 entries of 3e38 are finite but their sum
+    # is not, which must fall back to the entries (and the update's norm rule still applies to them).
+    big = torch.tensor([3e38, 3e38])
+    assert not bool(torch.isfinite(big.sum()))
+    assert _reason(_cohort([[0.1, 0.2]], [0.5]), params_after=big) is None
+    reason = _reason(_cohort([[3e38, 3e38]], [0.5]))
+    assert reason is not None and "update norm overflowed float32" in reason and "hold NaN" not in reason
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_one_non_finite_entry_is_found_in_the_update_and_in_the_model(bad):
+    deltas = [[0.1, 0.2, 0.3], [0.4, bad, 0.6]]
+    reason = _reason(_cohort(deltas, [0.5, 0.5]))
+    assert reason is not None and "client updates hold NaN or Inf" in reason
+    after = torch.tensor([1.0, bad, 2.0])
+    reason = _reason(_cohort([[0.1, 0.2, 0.3]], [0.5]), params_after=after)
+    assert reason is not None and "the model became non-finite" in reason

@@ -58,16 +58,33 @@ def test_weighted_row_sum_is_bitwise_the_dense_blocked_reference(small_pieces, s
         assert torch.equal(got, expected), (rows_per_block, float((got - expected).abs().max()))
 
 
-def test_weighted_row_sum_never_reads_zero_coefficient_rows(small_pieces):
-    # Poisoned rows with a zero coefficient: read, they would make the sum NaN.
+def test_weighted_row_sum_never_upcasts_zero_coefficient_rows(small_pieces):
+    # Poisoned rows with a zero coefficient in a 16-bit table: read, they would make the sum NaN.
     generator = torch.Generator().manual_seed(2)
-    table = torch.randn(20, 130, generator=generator)
+    table = torch.randn(20, 130, generator=generator).to(torch.bfloat16)
     coefficients = torch.zeros(20, dtype=torch.float64)
     coefficients[[2, 11]] = torch.tensor([0.25, 0.75], dtype=torch.float64)
     clean = dense_reference(table, coefficients, torch.float32, 16)
     table[[0, 3, 12, 19]] = float("nan")
     got = weighted_row_sum(table, coefficients, compute_dtype=torch.float32, rows_per_block=16, threads=2)
     assert torch.equal(got, clean)
+
+
+def test_weighted_row_sum_of_a_compute_dtype_table_skips_only_all_zero_blocks(small_pieces):
+    # A float32 table is read through views (the reference's GEMVs): a NaN row in a block with a
+    # non-zero coefficient reaches the sum, exactly as in the reference; a block whose coefficients
+    # are all zero is not read at all.
+    generator = torch.Generator().manual_seed(2)
+    table = torch.randn(20, 130, generator=generator)
+    coefficients = torch.zeros(20, dtype=torch.float64)
+    coefficients[2] = 0.5
+    table[19] = float("nan")                           # block 16..19: all coefficients zero
+    got = weighted_row_sum(table, coefficients, compute_dtype=torch.float32, rows_per_block=16, threads=2)
+    assert torch.equal(got, dense_reference(table, coefficients, torch.float32, 16))
+    table[3] = float("nan")                            # block 0..15, beside the non-zero row 2
+    got = weighted_row_sum(table, coefficients, compute_dtype=torch.float32, rows_per_block=16, threads=2)
+    assert bool(got.isnan().any()) and torch.equal(got.isnan(), dense_reference(
+        table, coefficients, torch.float32, 16).isnan())
 
 
 def test_weighted_row_sum_is_within_float32_rounding_of_the_float64_sum(small_pieces):

@@ -41,13 +41,17 @@ def divergence_reason(cohort: Cohort, diagnostics: Mapping[str, float], server_m
     """
     # The healthy path reads one small tensor back from the device (one synchronisation a round).
     device = params_after.device
-    checks = [torch.isfinite(params_after).all()]
+    checks = [_probably_finite(params_after)]
     if len(cohort):
         checks += [torch.isfinite(cohort.train_loss.detach()).all().to(device),
-                   torch.isfinite(cohort.deltas).all().to(device),
+                   _probably_finite(cohort.deltas).to(device),
                    params_before.detach().double().norm().to(device)]
     values = torch.stack([check.to(torch.float64) for check in checks]).tolist()
-    model_finite = bool(values[0])
+    # A finite sum proves every entry finite; a non-finite one (an entry, or only the sum, overflowed)
+    # is decided entry by entry, off the healthy path.
+    model_finite = bool(values[0]) or bool(torch.isfinite(params_after).all())
+    if len(cohort) and not values[2]:
+        values[2] = float(bool(torch.isfinite(cohort.deltas).all()))
     reasons = []
     if len(cohort):
         losses_finite, deltas_finite, model_norm = bool(values[1]), bool(values[2]), values[3]
@@ -77,6 +81,17 @@ def divergence_reason(cohort: Cohort, diagnostics: Mapping[str, float], server_m
         mean_loss = float(cohort.train_loss.double().mean())
         reasons.append(f"mean training loss {mean_loss:.3g}")
     return "; ".join(reasons)
+
+
+def _probably_finite(tensor: torch.Tensor) -> torch.Tensor:
+    """Whether the sum of ``tensor`` is finite (a 0-d bool tensor, no synchronisation).
+
+    True proves every entry finite: a NaN or an infinity in any entry makes the sum NaN or infinite.
+    False can also mean that only the sum overflowed, so the caller checks entry by entry then.
+    One summing pass instead of ``torch.isfinite(tensor).all()``, which builds a mask of the tensor:
+    4.2 ms against 0.08 ms for a cohort's [10, 199,210] float32 deltas on one CPU thread, which was
+    half of a FedAU round's bookkeeping (benchmarks/README.md, "Claims workload")."""
+    return torch.isfinite(tensor.detach().sum())
 
 
 def _few(items: list[int], limit: int = 5) -> str:
