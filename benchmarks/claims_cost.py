@@ -6,14 +6,17 @@ Usage (from the repository root, fedhet importable, e.g. ``PYTHONPATH=src``):
     python benchmarks/claims_cost.py [--rounds 3] [--protocols fedaware_dir01,fedau_bernoulli]
         [--methods fedavg,fedaware] [--seeds 3] [--out benchmarks/results]
 
-**The workload.** The protocols, their methods and base files come from ``configs/claims/protocols.toml``
-(``--claims-dir``). Where a protocol there is still below the paper regime of issue 21, the regime's
-values are applied on top (:data:`REGIME`, the numbers of issue 21 / 22: FedAWARE family ``eta_l = 0.01``,
-3 epochs of batch 64, T = 300; FedSpeed 5 epochs, ``eta_l = 0.1``, T = 300; FedAU 5 steps of batch 16,
-T = 1,000), so the figures are those of the default claims tier whatever the file's state. The number of
-evaluations per run (:data:`EVALUATIONS`) follows issue 21's dense metric window; each evaluation is the
-test set plus a validation split of :data:`VALIDATION_FRACTION` of the training set, and FedAU runs add one
-pass of the global model over the training set (``global_train_loss@R``).
+**The workload.** The protocols, their methods (``same_as`` and ``methods_from`` resolved), base files and
+seeds come from ``configs/claims`` (``--claims-dir``) as ``fedhet claims run`` reads them
+(:mod:`fedhet.claims.definitions`), with the default tier's values. Where a protocol there were below the
+paper regime of issue 21, the regime's values would be applied on top (:data:`REGIME`: FedAWARE family
+``eta_l = 0.01``, 3 epochs of batch 64, T = 300; FedSpeed 5 epochs, ``eta_l = 0.1``, T = 300; FedAU 5 steps
+of batch 16, T = 1,000; today every protocol file meets it). The evaluations of a run are the ones its
+configuration schedules (:func:`evaluation_plan`: ``run.eval_every``, the last round, the global-train-loss
+rounds): 300 of the test set plus the 10% validation split in a T = 300 run (``eval_every = 1``), 200 of the
+test set and one pass over the training set in a FedAU run (``eval_every = 5``). (Until 2026-11-25 this
+script counted issue 21's planned window, 57 and 110 evaluations, not what the protocol files run: it
+understated evaluation by about 2,500 CPU s over the tier.)
 
 **How it is measured.** Each (protocol, method) runs ``--rounds`` rounds (default 4; FedAU ``--rounds-fedau``,
 default 20) as the sweep runs it:
@@ -29,7 +32,8 @@ run writes at its last round is counted once per ``run.checkpoint_every`` rounds
 next seed, one round) in the same process gives the start-up of a serving sweep worker
 (``fedhet.sweep.worker --serve``: imports done, the dataset cached).
 
-**Extrapolation.** Per run: ``start-up + T * (train + server + other + io) + evaluations * eval + end``;
+**Extrapolation.** Per run: ``start-up + T * (train + server + other + io) + evaluated examples * eval cost
+per example + end``;
 per protocol: methods x seeds runs; the tier: the sum, and its wall time on ``--jobs`` cores (the sweep's
 one run per core) assuming perfect packing.
 
@@ -77,11 +81,6 @@ REGIME: dict[str, dict[str, Any]] = {
     "fedau_markov": {"run.rounds": 1000, "client.steps": 5, "client.batch_size": 16},
     "fedau_cyclic": {"run.rounds": 1000, "client.steps": 5, "client.batch_size": 16},
 }
-# Evaluations per run under issue 21's dense metric window (last 10% of the rounds): T = 300 every 10
-# rounds before the window and every round in it (27 + 30); FedAU T = 1,000 every 10 rounds before the
-# window and every 5 in it (90 + 20, the >= 20 evaluations the metric averages).
-EVALUATIONS = {"fedau": 110, "default": 57}
-VALIDATION_FRACTION = 0.1      # data.validation_fraction of issue 21's tuning criterion (an assumption here)
 TRAIN_SET = 60_000             # Fashion-MNIST training images: one pass for global_train_loss@R (FedAU)
 TEST_SET = 10_000
 
@@ -103,18 +102,42 @@ def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def load_workload(claims_dir: Path) -> dict[str, dict[str, Any]]:
-    """``{protocol: {"base": path, "set": {...}, "methods": {method: {key: value}}}}`` from protocols.toml."""
-    raw = tomllib.loads((claims_dir / "protocols.toml").read_text())["protocol"]
-    out: dict[str, dict[str, Any]] = {}
-    for name, table in raw.items():
-        methods_table = raw[table["methods_from"]]["method"] if "methods_from" in table else table["method"]
-        methods = {}
-        for method, keys in methods_table.items():
-            flat = _flatten(keys)
-            methods[method] = {k: v for k, v in flat.items() if not k.endswith("lr_source")}
-        out[name] = {"base": str(claims_dir / table["base"]), "set": dict(table.get("set", {})),
-                     "methods": methods, "seeds": len(table.get("seeds", [1, 2, 3]))}
-    return out
+    """``{protocol: {"base": path, "set": {}, "methods": {method: {key: value}}, "seeds": n}}``: each method's
+    default-tier values over its base file as ``fedhet claims run`` applies them (``same_as`` and
+    ``methods_from`` resolved, the protocol's ``set`` folded in; :mod:`fedhet.claims.definitions`)."""
+    sys.path.insert(0, str(REPO / "src"))
+    from fedhet.claims.definitions import load_suite
+
+    suite = load_suite(claims_dir)
+    return {name: {"base": str(protocol.base), "set": {},
+                   "methods": {method: protocol.overrides(method, tier="default") for method in protocol.methods},
+                   "seeds": len(protocol.run_seeds(tier="default"))}
+            for name, protocol in suite.protocols.items()}
+
+
+def evaluation_plan(workload: dict[str, Any], protocol: str, method: str) -> dict[str, float]:
+    """What one default-tier run evaluates, from its own configuration and the engine's rule
+    (``fedhet.engine.run_handle``: every ``run.eval_every`` rounds, the last round, and the rounds of
+    ``run.global_train_loss_every`` and ``run.client_eval_every``): the number of evaluations and the
+    examples they pass through the model (the test set, the validation split of
+    ``data.validation_fraction``, and the training set at each global-train-loss round)."""
+    from fedhet.config.schema import load_config
+    from fedhet.engine.client_eval import is_client_eval_round
+
+    keys = {**workload["set"], **workload["methods"][method], **REGIME.get(protocol, {})}
+    config = load_config(workload["base"], keys)
+    run = config.run
+    validation = float(getattr(config.data.options, "validation_fraction", 0.0) or 0.0)
+    evaluations = train_passes = 0
+    for r in range(1, run.rounds + 1):
+        train_pass = is_client_eval_round(r, run.global_train_loss_every, run.rounds)
+        if (r % run.eval_every == 0 or r == run.rounds or train_pass
+                or is_client_eval_round(r, run.client_eval_every, run.rounds)):
+            evaluations += 1
+            train_passes += int(train_pass)
+    examples = evaluations * (TEST_SET + validation * TRAIN_SET) + train_passes * (1 - validation) * TRAIN_SET
+    return {"rounds": run.rounds, "evaluations": evaluations, "eval_examples": examples,
+            "validation_fraction": validation}
 
 
 def run_overrides(workload: dict[str, Any], protocol: str, method: str, rounds: int, run_name: str,
@@ -266,17 +289,14 @@ def per_round(result: dict[str, Any]) -> dict[str, float]:
     return mean
 
 
-def extrapolate(protocol: str, result: dict[str, Any], rounds_total: int) -> dict[str, float]:
-    """CPU seconds of one full run of the regime, by phase."""
+def extrapolate(plan: dict[str, float], result: dict[str, Any]) -> dict[str, float]:
+    """CPU seconds of one full run of the default tier (its :func:`evaluation_plan`), by phase."""
     mean = per_round(result)
     eval_per_example = mean["eval"] / max(1.0, result["eval_examples_per_call"])  # one evaluate() per round here
-    evaluations = EVALUATIONS[family(protocol)]
-    eval_examples = evaluations * (TEST_SET + VALIDATION_FRACTION * TRAIN_SET)
-    if family(protocol) == "fedau":
-        eval_examples += TRAIN_SET                      # global_train_loss@R: one pass over the training set
+    rounds_total = plan["rounds"]
     return {"startup": result["startup_cpu"], "startup_warm": result["warm_startup_cpu"],
             "train": rounds_total * mean["train"],
-            "server": rounds_total * mean["server"], "eval": eval_examples * eval_per_example,
+            "server": rounds_total * mean["server"], "eval": plan["eval_examples"] * eval_per_example,
             "io": rounds_total * (mean["io"] + mean["checkpoint"]) + result["end_cpu"], "other": rounds_total * mean["other"]}
 
 
@@ -345,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
                              "the participation pattern)")
     parser.add_argument("--backend", default="sequential", choices=("sequential", "vectorized"),
                         help="run.backend of the measured runs (default sequential, what each sweep job runs)")
-    parser.add_argument("--seeds", type=int, default=3, help="evaluation seeds of the tier (default 3)")
+    parser.add_argument("--seeds", type=int, default=0,
+                        help="evaluation seeds per method (default: each protocol's own, 5 in the default tier)")
     parser.add_argument("--jobs", type=int, default=2, help="cores the tier's sweep uses (default 2)")
     parser.add_argument("--no-roofline", action="store_true", help="skip measuring the machine's peaks")
     parser.add_argument("--sources", default=str(REPO / "src"),
@@ -364,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": " ".join([Path(sys.executable).name, "benchmarks/claims_cost.py", *(argv or sys.argv[1:])]),
             "sources": args.sources, "backend": args.backend, "rounds_measured": args.rounds,
             "rounds_measured_fedau": args.rounds_fedau, "seeds": args.seeds, "jobs": args.jobs,
-            "evaluations": EVALUATIONS, "validation_fraction": VALIDATION_FRACTION, "regime": REGIME}
+            "regime": REGIME}
     print(f"claims_cost: {meta['machine']}; load average {meta['load_before']}", flush=True)
     peaks = None
     if not args.no_roofline:
@@ -377,12 +398,13 @@ def main(argv: list[str] | None = None) -> int:
             for method in methods:
                 rounds = args.rounds_fedau if family(protocol) == "fedau" else args.rounds
                 result = measure(protocol, method, workload[protocol], rounds, scratch, Path(args.sources), args.backend)
-                rounds_total = REGIME.get(protocol, {}).get("run.rounds", 300)
-                run = extrapolate(protocol, result, rounds_total)
-                row = {"protocol": protocol, "method": method, "rounds": rounds_total, "per_round": per_round(result),
+                plan = evaluation_plan(workload[protocol], protocol, method)
+                run = extrapolate(plan, result)
+                row = {"protocol": protocol, "method": method, "rounds": plan["rounds"], "per_round": per_round(result),
+                       "evaluations": plan["evaluations"],
                        "run_cpu": run, "run_total": sum(v for k, v in run.items() if k != "startup_warm"),
                        "measured_wall": result["wall"],
-                       "seeds": args.seeds}
+                       "seeds": args.seeds or workload[protocol]["seeds"]}
                 if peaks is not None:
                     row["roofline"] = roofline(result, peaks)
                 rows.append(row)
@@ -419,19 +441,20 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]], peaks: dict[str, 
              f"Per run ({meta['rounds_measured']} rounds measured, FedAU {meta['rounds_measured_fedau']}, the first left out, "
              f"run.backend = {meta['backend']}; extrapolated to the regime's "
              "T and evaluations), CPU seconds:", "",
-             "| protocol/method | T | round ms (no eval) | one eval ms | train | server | eval | io+other | start-up | "
-             "start-up (serving worker) | run CPU s | server % of round | train / roofline | round / roofline |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| protocol/method | T | evaluations | round ms (no eval) | one eval ms | train | server | eval | io+other | "
+             "start-up | start-up (serving worker) | run CPU s | server % of round | train / roofline | round / roofline |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         pr, run = r["per_round"], r["run_cpu"]
         ratio = f"{r['roofline']['ratio']:.2f}x" if "roofline" in r else "-"
         round_ratio = f"{r['roofline']['round_ratio']:.2f}x" if "roofline" in r else "-"
         bare = pr["cpu"] - pr["eval"]
-        lines.append(f"| {r['protocol']}/{r['method']} | {r['rounds']} | {bare*1e3:.0f} | {pr['eval']*1e3:.0f} | "
+        lines.append(f"| {r['protocol']}/{r['method']} | {r['rounds']} | {r['evaluations']} | {bare*1e3:.0f} | {pr['eval']*1e3:.0f} | "
                      f"{run['train']:.0f} | {run['server']:.1f} | {run['eval']:.1f} | {run['io'] + run['other']:.1f} | "
                      f"{run['startup']:.2f} | {run['startup_warm']:.2f} | {r['run_total']:.0f} | {100 * pr['server'] / max(bare, 1e-9):.1f} | {ratio} | {round_ratio} |")
     t = meta["tier_cpu"]
-    lines += ["", f"Tier ({meta['seeds']} seeds per method): {meta['tier_cpu_total']:.0f} CPU s = "
+    seeds = sorted({r["seeds"] for r in rows})
+    lines += ["", f"Tier ({'/'.join(map(str, seeds))} seeds per method, {sum(r['seeds'] for r in rows)} runs): {meta['tier_cpu_total']:.0f} CPU s = "
               + ", ".join(f"{k} {v:.0f}" for k, v in t.items())
               + f"; on {meta['jobs']} cores (perfect packing) {meta['tier_wall_estimate'] / 60:.1f} min with one process "
               f"per run, {meta['tier_cpu_total_serving']:.0f} CPU s = {meta['tier_wall_estimate_serving'] / 60:.1f} min "
