@@ -240,6 +240,9 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
               "rounds": list(rounds), "checkpoint_every": config.run.checkpoint_every,
               "checkpoint_cpu": rounds[-1]["checkpoint"],
               "eval_examples_per_call": counts["eval_examples"] / max(1, counts["eval_calls"]),
+              # Every measured round evaluates (run.eval_every = 1): the test set and, where the
+              # protocol carves one, the validation split; the per-round eval time covers both.
+              "eval_examples_per_round": counts["eval_examples"] / max(1, len(rounds)),
               "batch_size": getattr(config.client.options, "batch_size", None), "model": config.model.name}
     # The next run of a serving sweep worker (fedhet.sweep.worker --serve): another seed, in this
     # process, its start-up from the call to round 1 (imports done, the dataset cached when it can be).
@@ -292,7 +295,10 @@ def per_round(result: dict[str, Any]) -> dict[str, float]:
 def extrapolate(plan: dict[str, float], result: dict[str, Any]) -> dict[str, float]:
     """CPU seconds of one full run of the default tier (its :func:`evaluation_plan`), by phase."""
     mean = per_round(result)
-    eval_per_example = mean["eval"] / max(1.0, result["eval_examples_per_call"])  # one evaluate() per round here
+    # The round's evaluation time over the examples that round evaluated (test + validation split). Until
+    # 2026-11-25 this divided by the examples of one evaluate() call, which counted a protocol with a
+    # validation split's evaluation twice (results/claims-cost-20261124-*.md overstate it so).
+    eval_per_example = mean["eval"] / max(1.0, result["eval_examples_per_round"])
     rounds_total = plan["rounds"]
     return {"startup": result["startup_cpu"], "startup_warm": result["warm_startup_cpu"],
             "train": rounds_total * mean["train"],
@@ -372,7 +378,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sources", default=str(REPO / "src"),
                         help="the fedhet source tree the runs use (another checkout's src: a before/after pair)")
     parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--rescore", metavar="JSON",
+                        help="re-extrapolate the evaluation of an earlier results file (rescore's docstring)")
     args = parser.parse_args(argv)
+    if args.rescore:
+        return rescore(Path(args.rescore), Path(args.claims_dir))
     if args.child:
         print("RESULT " + json.dumps(child(json.loads(args.child))), flush=True)
         return 0
@@ -415,27 +425,49 @@ def main(argv: list[str] | None = None) -> int:
                       + (f", train/roofline {row['roofline']['ratio']:.2f}x, round/roofline "
                          f"{row['roofline']['round_ratio']:.2f}x" if peaks else ""), flush=True)
     meta["load_after"] = load_average()
+    write_results(meta, rows, peaks, Path(args.out) / f"claims-cost-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    return 0
+
+
+def write_results(meta: dict[str, Any], rows: list[dict[str, Any]], peaks: dict[str, Any] | None, stem: Path) -> None:
+    """The tier's totals into ``meta``, then ``<stem>.json`` and ``<stem>.md``; prints the table."""
     totals = {phase: sum(r["run_cpu"][phase] * r["seeds"] for r in rows)
               for phase in ("startup", "startup_warm", "train", "server", "eval", "io", "other")}
     meta["tier_cpu"] = totals
     # One process per run (the sweep before issue 22) pays the cold start-up; a serving worker the warm one.
     meta["tier_cpu_total"] = sum(v for k, v in totals.items() if k != "startup_warm")
     meta["tier_cpu_total_serving"] = meta["tier_cpu_total"] - totals["startup"] + totals["startup_warm"]
-    meta["tier_wall_estimate"] = meta["tier_cpu_total"] / args.jobs
-    meta["tier_wall_estimate_serving"] = meta["tier_cpu_total_serving"] / args.jobs
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    payload = {"meta": meta, "peaks": peaks, "rows": rows}
-    (out / f"claims-cost-{stamp}.json").write_text(json.dumps(payload, indent=1))
+    meta["tier_wall_estimate"] = meta["tier_cpu_total"] / meta["jobs"]
+    meta["tier_wall_estimate_serving"] = meta["tier_cpu_total_serving"] / meta["jobs"]
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem.with_suffix(".json").write_text(json.dumps({"meta": meta, "peaks": peaks, "rows": rows}, indent=1))
     text = markdown(meta, rows, peaks)
-    (out / f"claims-cost-{stamp}.md").write_text(text)
+    stem.with_suffix(".md").write_text(text)
     print(text)
+
+
+def rescore(path: Path, claims_dir: Path) -> int:
+    """Re-extrapolate the evaluation of a results file written before 2026-11-25 (``--rescore``): its
+    per-round evaluation time covers the test set plus the validation split, and is spread over the
+    examples of the run's own :func:`evaluation_plan`. Nothing is measured again; the other phases are
+    kept. Writes ``<file>-rescored.json/.md``."""
+    payload = json.loads(path.read_text())
+    workload = load_workload(claims_dir)
+    for row in payload["rows"]:
+        plan = evaluation_plan(workload[row["protocol"]], row["protocol"], row["method"])
+        per_round_examples = TEST_SET + plan["validation_fraction"] * TRAIN_SET
+        row["evaluations"] = plan["evaluations"]
+        row["run_cpu"]["eval"] = row["per_round"]["eval"] / per_round_examples * plan["eval_examples"]
+        row["run_total"] = sum(v for k, v in row["run_cpu"].items() if k != "startup_warm")
+    meta = payload["meta"]
+    meta["rescored"] = f"{path.name}, evaluation re-extrapolated on {datetime.date.today()} (claims_cost.py --rescore)"
+    write_results(meta, payload["rows"], payload["peaks"], path.with_name(path.stem + "-rescored"))
     return 0
 
 
 def markdown(meta: dict[str, Any], rows: list[dict[str, Any]], peaks: dict[str, Any] | None) -> str:
     lines = [f"# Claims cost breakdown ({meta['date']})", "", f"Machine: {meta['machine']}",
+             *([f"Rescored: {meta['rescored']}"] if meta.get("rescored") else []),
              f"Load average before / after: {meta['load_before']} / {meta['load_after']} (a shared machine: "
              "CPU seconds are disturbed less than wall seconds, but not immune)", f"Command: `{meta['command']}`", "",
              f"Per run ({meta['rounds_measured']} rounds measured, FedAU {meta['rounds_measured_fedau']}, the first left out, "
