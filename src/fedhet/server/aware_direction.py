@@ -337,7 +337,8 @@ def _weighted_rows(store: ClientStore, ids: torch.Tensor, coefficients: torch.Te
     The table in contiguous blocks of rows of at most ``_BLOCK_BYTES`` upcast
     (:meth:`ClientStore.row_blocks`), one matrix-vector product per block with a non-zero
     coefficient, summed in block order; :func:`fedhet.server.table_kernels.weighted_row_sum`
-    computes exactly these numbers without reading zero-coefficient rows, on the store's threads.
+    computes exactly these numbers, skipping all-zero blocks (and, in a 16-bit store, zero-coefficient
+    rows), on the store's threads.
     """
     dense = torch.zeros(store.num_clients, dtype=torch.float64)
     dense[ids] = coefficients.to(torch.float64)

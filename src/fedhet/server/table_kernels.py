@@ -83,9 +83,10 @@ def weighted_row_sum(table: torch.Tensor, coefficients: torch.Tensor, *, compute
     only in a table that needs an upcast (a 16-bit store): a table already in ``compute_dtype``
     is read through views, one GEMV per block with a non-zero coefficient, which is the reference
     itself. Copying only the non-zero rows of such a table was slower at every size measured
-    (one thread, float32, 1 to N/4 non-zero coefficients; N = 100, d = 199,210: 5.2-8.6 ms
-    against 3.4-3.6 ms; N = 300, d = 1e6: 5.2-126 ms against 6.9-61 ms): the column pieces cost
-    more in small operations than the zero rows cost to stream.
+    (one thread, float32, 1, 9 and N/4 non-zero coefficients; N = 100, d = 199,210: 4.5-8.4 ms
+    against 3.5-3.6 ms; N = 300, d = 1e6: 4.5-109 ms against 3.1-54 ms;
+    ``benchmarks/bench_bookkeeping.py``): the column pieces cost more in small operations than
+    the zero rows cost to stream.
     """
     if table.ndim != 2:
         raise ValueError(f"weighted_row_sum: table must be [N, d], got shape {tuple(table.shape)}")
