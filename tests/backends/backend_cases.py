@@ -20,10 +20,10 @@ TASK = [
 ]
 
 
-def make_task(*overrides: str, dtype: str = "float64"):
-    """``(task, config)`` of the small federation in ``dtype`` on the CPU."""
+def make_task(*overrides: str, dtype: str = "float64", device: str = "cpu"):
+    """``(task, config)`` of the small federation in ``dtype`` on ``device`` (the CPU by default)."""
     config = load_config(None, [*TASK, f"run.dtype={dtype}", *overrides])
-    return build_federation(config, torch.device("cpu")).task, config
+    return build_federation(config, torch.device(device)).task, config
 
 
 def make_solver(name: str, config):
@@ -51,7 +51,7 @@ def make_work(task, solver, client_ids, *, round_index=3, seed=7, learning_rate=
     generator = torch_generator(99, "backend-test")
 
     def noise(shape):
-        return 0.01 * torch.randn(shape, generator=generator, dtype=torch.float64).to(task.dtype)
+        return 0.01 * torch.randn(shape, generator=generator, dtype=torch.float64).to(task.dtype).to(x.device)
 
     states = {name: noise((len(ids), task.spec.dim)) for name in solver.client_state_names}
     broadcast = {name: noise(value.shape) if value.is_floating_point() else value
@@ -85,3 +85,12 @@ def assert_same_round(reference, other, *, exact: bool, rtol: float = 1e-9, atol
     assert states_a.keys() == states_b.keys()
     for name in states_a:
         check(states_a[name], states_b[name], f"state[{name}]")
+
+
+def round_on_cpu(result):
+    """A ``(cohort, new_states)`` result with every tensor moved to the CPU (to compare devices)."""
+    cohort, states = result
+    moved = dataclasses.replace(cohort, **{f.name: getattr(cohort, f.name).cpu() for f in dataclasses.fields(cohort)
+                                           if isinstance(getattr(cohort, f.name), torch.Tensor)},
+                                extras={name: value.cpu() for name, value in cohort.extras.items()})
+    return moved, {name: value.cpu() for name, value in states.items()}

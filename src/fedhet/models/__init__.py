@@ -10,6 +10,7 @@ cnn5               FedAWARE 5-layer CIFAR-10 CNN, 122,570 parameters            
 resnet18_gn        ResNet-18 with GroupNorm (FedSpeed, FedAWARE)                ``resnet_gn``
 fedau_cnn          FedAU paper CNNs (SVHN, CIFAR-10/100, CINIC-10)              ``fedau_cnn``
 neox_classifier    GPT-NeoX / Pythia-70M sequence classifier (needs fedhet[nlp])  ``neox``
+pfl_cnn            pfl-research's simple_cnn (its CIFAR-10 benchmark), 1,626,442  ``pfl_cnn``
 =================  ===========================================================  ==================
 
 Every factory has the signature ``factory(options, *, input_shape, num_classes) -> nn.Module``; the
@@ -31,7 +32,7 @@ from torch import nn
 
 from fedhet.core.options import build_options
 from fedhet.core.registry import MODELS
-from fedhet.models import cnn, cnn5, fedau_cnn, logreg, mlp, neox, resnet_gn  # noqa: F401  (registration)
+from fedhet.models import cnn, cnn5, fedau_cnn, logreg, mlp, neox, pfl_cnn, resnet_gn  # noqa: F401  (registration)
 
 __all__ = ["build_model", "count_parameters"]
 
