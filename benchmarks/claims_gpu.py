@@ -1,8 +1,8 @@
 """The claims tier's wall time with a chosen ``run.backend`` (on a GPU: ``auto``, the vectorised cohort).
 
 The claims' base files pin ``run.backend = "sequential"`` (each sweep job is one CPU core). This script
-copies ``configs/claims`` with ``backend = BACKEND`` in every base file, runs ``fedhet claims run
---jobs J --no-report`` on it in a fresh output folder, and stops the sweep after ``--max-seconds``
+runs ``fedhet claims run --backend BACKEND --jobs J --no-report`` in a fresh output folder, and stops the
+sweep after ``--max-seconds``
 when it has not finished by then. It then reads every run's ``metrics.jsonl`` (its cumulative
 ``wall_seconds`` per round) and reports, protocol by protocol: runs finished and started, the wall
 seconds of a finished run, seconds a round, and the tier's projected wall time when the cap stopped
@@ -39,18 +39,6 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 from machine import machine  # noqa: E402
-
-
-def claims_copy(backend: str, target: Path) -> Path:
-    """``configs/claims`` copied to ``target`` with ``run.backend = backend`` in every base file."""
-    shutil.copytree(REPO / "configs" / "claims", target)
-    for base in (target / "base").glob("*.toml"):
-        text = base.read_text()
-        text, count = re.subn(r'(?m)^backend = "sequential"', f'backend = "{backend}"', text)
-        if count != 1:
-            raise SystemExit(f"{base}: expected one `backend = \"sequential\"` line, found {count}")
-        base.write_text(text)
-    return target
 
 
 def read_run(run_dir: Path) -> dict:
@@ -111,7 +99,7 @@ def main(argv=None) -> int:
     if args.runs_dir.exists():
         shutil.rmtree(args.runs_dir)
     args.runs_dir.mkdir(parents=True)
-    claims_dir = claims_copy(args.backend, args.runs_dir / "claims-config")
+    claims_dir = REPO / "configs" / "claims"
     out_dir = args.runs_dir / "runs"
     runs = planned_runs(claims_dir, out_dir)
 
@@ -123,7 +111,7 @@ def main(argv=None) -> int:
     for index, (only, jobs) in enumerate(groups):
         group_out = out_dir if len(groups) == 1 else args.runs_dir / f"group{index}"
         command = [sys.executable, "-m", "fedhet.cli", "claims", "run", "--claims", str(claims_dir), "--out",
-                   str(group_out), "--jobs", str(jobs), "--no-report"] + (["--only", only] if only else [])
+                   str(group_out), "--jobs", str(jobs), "--backend", args.backend, "--no-report"] + (["--only", only] if only else [])
         log = open(args.runs_dir / f"sweep{index}.log", "w")
         sweeps.append((subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                         start_new_session=True), log, group_out))

@@ -255,3 +255,23 @@ def test_a_method_with_pending_tuning_gets_no_verdict(claims_dir, finished, tmp_
     assert any(PENDING_GAP in reason and "tiny/fedavgm" in reason for reason in pending.below_regime)
     assert not any("tiny/fedavg)" in reason for reason in pending.below_regime)
     assert claim_verdict_text(pending) == f"not tested: tuning pending (trend: {tested.verdict})"
+
+
+def test_backend_flag_sets_every_runs_backend(claims_dir, finished, tmp_path):
+    out = tmp_path / "runs"
+    stderr = io.StringIO()
+    assert run_command(claims_dir=str(claims_dir), out=str(out), jobs=1, backend="vectorized", report=False,
+                       stdout=io.StringIO(), stderr=stderr) == 0, stderr.getvalue()
+    for seed in (1, 2, 3):
+        for method in ("fedavg", "fedavgm"):
+            run_dir = out / "tiny" / f"tiny__{method}__seed={seed}"
+            assert 'backend = "vectorized"' in (run_dir / "config.toml").read_text()
+            assert json.loads((run_dir / "summary.json").read_text())["backend"] == "vectorized"
+            # the same numbers as the sequential runs, to rounding
+            sequential = finished[0] / "tiny" / run_dir.name
+            assert _last_window_accuracy(run_dir, 6) == pytest.approx(_last_window_accuracy(sequential, 6), abs=0.02)
+    # runs finished with another backend are a different configuration: listed, not silently mixed
+    listing = io.StringIO()
+    assert run_command(claims_dir=str(claims_dir), out=str(finished[0]), jobs=1, backend="vectorized",
+                       dry_run=True, stdout=listing, stderr=io.StringIO()) in (0, 2)
+    assert "differs from the sweep's in run.backend" in listing.getvalue()

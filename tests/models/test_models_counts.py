@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+import torch
+from torch import nn
 
 from fedhet.models import build_model, count_parameters
 
@@ -106,3 +108,22 @@ def test_resnet18_gn_counts():
     assert count_parameters(build_model("resnet18_gn", (3, 32, 32), 10, stem="imagenet")) == 11_181_642
     assert count_parameters(build_model("resnet18_gn", (3, 64, 64), 200, stem="imagenet", groups=32)) == \
         resnet18_gn_count(3, 200, 7)
+
+
+def test_pfl_cnn_matches_pfl_research_simple_cnn():
+    # pfl-research's simple_cnn: 32 -conv3-> 30 -conv3-> 28 -pool-> 14: 14*14*64 = 12,544 features, dense 128.
+    expected = conv(3, 32, 3) + conv(32, 64, 3) + linear(12_544, 128) + linear(128, 10)
+    assert expected == 1_626_442
+    model = build_model("pfl_cnn", (3, 32, 32), 10)
+    assert count_parameters(model) == expected
+    # dropout as pfl has it (0.25 after pooling, 0.5 after the hidden layer); dropout = false removes both
+    rates = [m.p for m in model.modules() if isinstance(m, nn.Dropout)]
+    assert rates == [0.25, 0.5]
+    plain = build_model("pfl_cnn", (3, 32, 32), 10, dropout=False)
+    assert count_parameters(plain) == expected and not any(isinstance(m, nn.Dropout) for m in plain.modules())
+    assert plain(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+
+
+def test_pfl_cnn_refuses_images_too_small():
+    with pytest.raises(ValueError, match="pfl_cnn.*too small"):
+        build_model("pfl_cnn", (3, 5, 5), 10)

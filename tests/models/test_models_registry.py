@@ -11,7 +11,8 @@ from fedhet.models import build_model, count_parameters
 
 
 def test_every_model_is_registered():
-    assert set(MODELS.names()) == {"mlp", "cnn", "logreg", "cnn5", "resnet18_gn", "fedau_cnn", "neox_classifier"}
+    assert set(MODELS.names()) == {"mlp", "cnn", "logreg", "cnn5", "resnet18_gn", "fedau_cnn", "neox_classifier",
+                                   "pfl_cnn"}
     for name in MODELS.names():
         assert MODELS.get(name).summary, f"{name} needs a one-line docstring summary"
 

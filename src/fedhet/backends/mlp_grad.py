@@ -42,8 +42,9 @@ _MEAN = 1            # at::Reduction::Mean
 _IGNORE_INDEX = -100  # F.cross_entropy's default
 
 
-def mlp_obstacle(task: FederatedTask) -> Optional[str]:
-    """Why ``task`` cannot use :class:`MLPGradient`, or None."""
+def mlp_model_obstacle(task: FederatedTask) -> Optional[str]:
+    """Why ``task``'s model and loss are not the MLP under cross-entropy that the hand-written
+    gradients take (this one and :mod:`fedhet.backends.mlp_cohort_grad`), or None."""
     from fedhet.models.mlp import MLP
     model = task.model
     if type(model) is not MLP:
@@ -52,12 +53,19 @@ def mlp_obstacle(task: FederatedTask) -> Optional[str]:
         return "the loss is not F.cross_entropy"
     if task.train.targets.dtype != torch.int64:
         return "the targets are not class indices"
-    if task.device.type != "cpu":
-        return "the task is not on the CPU"
     layers = [*model.hidden_layers, model.output]
     if any(layer.bias is None for layer in layers) or not all(p.requires_grad for p in model.parameters()):
         return "a layer has no bias or a frozen parameter"
     return None
+
+
+def mlp_obstacle(task: FederatedTask) -> Optional[str]:
+    """Why ``task`` cannot use :class:`MLPGradient`, or None. Bitwise equality with autograd is
+    checked on the CPU's kernels only."""
+    reason = mlp_model_obstacle(task)
+    if reason is None and task.device.type != "cpu":
+        return "the task is not on the CPU"
+    return reason
 
 
 class MLPGradient:

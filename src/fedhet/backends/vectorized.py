@@ -8,7 +8,9 @@ written on tensors whose last dimension is ``d`` with broadcasting leading dimen
 (:class:`fedhet.client.base.LocalSolver`), so ``solver.step(w [K, d], x [d], grad_fn, lr, local)``
 runs once per step for the whole cohort. This turns ``K`` streams of small kernels into a few large
 ones, which is what a GPU needs; on a CPU with one thread it is no faster than the loop (see
-:mod:`fedhet.engine.backend_choice`).
+:mod:`fedhet.engine.backend_choice`). For fedhet's MLP under cross-entropy the gradients come from
+batched matrix products instead (:mod:`fedhet.backends.mlp_cohort_grad`): the same function without
+``torch.func``'s per-step cost, which on a GPU was most of a step (:func:`make_cohort_grad`).
 
 Exactness (the same numbers as :class:`~fedhet.backends.sequential.SequentialBackend`, up to the
 order of floating-point sums):
@@ -46,6 +48,7 @@ import torch
 from torch import nn
 
 from fedhet.backends.base import RoundWork, augmentation_generator, client_batches, client_plan, cohort_sizes, on_device
+from fedhet.backends.mlp_cohort_grad import cohort_mlp_gradient
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import LocalSolver
 from fedhet.client.context import ClientContext, begin_client
@@ -53,6 +56,8 @@ from fedhet.core.cohort import Cohort
 from fedhet.core.task import FederatedTask
 
 BatchedGrad = Callable[..., tuple[dict[str, torch.Tensor], torch.Tensor]]
+# (w [K, d], inputs [K, B, ...], targets [K, B], weights [K, B]) -> (losses [K], gradients [K, d])
+CohortGrad = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 def model_obstacle(task: FederatedTask) -> Optional[str]:
@@ -96,6 +101,24 @@ def make_batched_grad(task: FederatedTask) -> BatchedGrad:
     return torch.func.vmap(torch.func.grad_and_value(client_loss))
 
 
+def make_cohort_grad(task: FederatedTask) -> CohortGrad:
+    """The cohort's gradient function: the batched matrix products of
+    :mod:`fedhet.backends.mlp_cohort_grad` for fedhet's MLP under cross-entropy, else
+    :func:`make_batched_grad`'s ``vmap`` with its gradients concatenated into ``[K, d]``."""
+    fast = cohort_mlp_gradient(task)
+    if fast is not None:
+        return fast
+    spec, batched = task.spec, make_batched_grad(task)
+
+    def cohort_grad(w: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor,
+                    weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        grads, losses = batched(spec.views(w), inputs, targets, weights)
+        flat = torch.cat([grads[name].reshape(w.shape[0], -1) for name in spec.names], dim=1)
+        return losses.detach(), flat
+
+    return cohort_grad
+
+
 def trial_obstacle(task: FederatedTask, batched: BatchedGrad) -> Optional[str]:
     """Run ``batched`` on two one-example clients and compare with ``task.loss_fn``'s own mean over
     two examples: catches models vmap cannot run and losses that are not means of per-example
@@ -134,7 +157,7 @@ class VectorizedBackend:
     def __init__(self) -> None:
         # One run uses one task and one solver; remember the last pair checked and its function.
         self._checked: Optional[tuple[FederatedTask, LocalSolver, Optional[str]]] = None
-        self._batched: Optional[tuple[FederatedTask, BatchedGrad]] = None
+        self._batched: Optional[tuple[FederatedTask, CohortGrad]] = None
         self._fallback = SequentialBackend()
 
     def obstacle(self, task: FederatedTask, solver: LocalSolver) -> Optional[str]:
@@ -155,7 +178,7 @@ class VectorizedBackend:
         if self.obstacle(task, solver) is not None:
             return self._fallback.train_cohort(task, solver, work)
         if self._batched is None or self._batched[0] is not task:
-            self._batched = (task, make_batched_grad(task))
+            self._batched = (task, make_cohort_grad(task))
         task.model.train()
         return train_cohort_vectorized(task, solver, work, self._batched[1])
 
@@ -188,8 +211,8 @@ def padded_round_batches(task: FederatedTask, solver: LocalSolver, work: RoundWo
 
 
 def train_cohort_vectorized(task: FederatedTask, solver: LocalSolver, work: RoundWork,
-                            batched: BatchedGrad) -> tuple[Cohort, dict[str, torch.Tensor]]:
-    spec, device = task.spec, task.device
+                            cohort_grad: CohortGrad) -> tuple[Cohort, dict[str, torch.Tensor]]:
+    device = task.device
     x = work.params
     num_clients = int(work.client_ids.numel())
     index, weight, batches, num_steps = padded_round_batches(task, solver, work)
@@ -223,9 +246,7 @@ def train_cohort_vectorized(task: FederatedTask, solver: LocalSolver, work: Roun
                     inputs[k, :size] = transform(inputs[k, :size], generator)
 
         def grad_fn(point: torch.Tensor, inputs=inputs, targets=targets, step_weight=step_weight):
-            grads, losses = batched(spec.views(point), inputs, targets, step_weight)
-            flat = torch.cat([grads[name].reshape(num_clients, -1) for name in spec.names], dim=1)
-            return losses.detach(), flat
+            return cohort_grad(point, inputs, targets, step_weight)
 
         if all(active_list):
             loss = solver.step(w, x, grad_fn, work.learning_rate, local)

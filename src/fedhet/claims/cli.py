@@ -7,6 +7,8 @@ from fedhet.claims.commands import DEFAULT_CLAIMS_DIR
 from fedhet.sweep.executor_flags import add_executor_flags
 
 TIER_CHOICES = ("quick", "default", "full")
+# The backends a sweep job can use (processes would fork inside every job; ray is the executor's business).
+RUN_BACKENDS = ("auto", "sequential", "vectorized")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +35,7 @@ def _run(args: argparse.Namespace) -> int:
     return run_command(claims_dir=args.claims, only=args.only, tier=args.tier, out=args.out, jobs=args.jobs,
                        overwrite=args.overwrite, dry_run=args.dry_run, report=not args.no_report,
                        executor=args.executor, ray_address=args.ray_address, ray_cpus_per_run=args.ray_cpus_per_run,
-                       ray_gpus_per_run=args.ray_gpus_per_run)
+                       ray_gpus_per_run=args.ray_gpus_per_run, backend=args.backend)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -69,6 +71,9 @@ def add_claims_command(sub) -> None:
                      help="rerun from scratch runs whose directory holds a different configuration")
     run.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
     run.add_argument("--no-report", action="store_true", help="run only; `fedhet claims report` writes the report")
+    run.add_argument("--backend", choices=RUN_BACKENDS, metavar="NAME",
+                     help="run.backend of every run: the protocols' base files pin 'sequential' (one core per "
+                          "job); on a CUDA GPU 'auto' trains each cohort vectorised (docs/claims.md, \"Cost\")")
     add_executor_flags(run, default="local; docs/experiments.md, \"Sweeps on a Ray cluster\"")
     run.set_defaults(handler=_run)
     report = commands.add_parser("report", help="verdicts, claims table and HTML report from the runs so far")

@@ -10,7 +10,7 @@ convolutions and one dense hidden layer (``benchmarks/model/pytorch/cnn.py`` of 
 which has 896 + 18,496 + 1,605,760 + 1,290 = 1,626,442 parameters for 3x32x32 inputs and 10
 classes, and about 34 MFLOP per example forward. Weights are Glorot-uniform and biases PyTorch's
 default, as in that code. ``dropout = false`` leaves both dropout layers out: the model the
-vectorised backend can train (docs/design.md, "Backends": dropout masks under ``vmap`` cannot
+vectorised backend can train (docs/design.md, "Performance model": dropout masks under ``vmap`` cannot
 match the sequential per-client stream), which ``benchmarks/bench_pfl_cifar.py`` times beside it.
 """
 from __future__ import annotations
