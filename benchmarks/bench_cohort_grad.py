@@ -23,8 +23,6 @@ Usage (from the repository root): ``PYTHONPATH=src python benchmarks/bench_cohor
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import statistics
 import sys
 import time
@@ -35,6 +33,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from machine import machine  # noqa: E402
+from result_files import write_results  # noqa: E402
 
 from fedhet.backends.mlp_cohort_grad import CohortMLPGradient  # noqa: E402
 from fedhet.backends.mlp_grad import MLPGradient  # noqa: E402
@@ -128,19 +127,14 @@ def main(argv=None) -> int:
         results.append({"shape": label, "d": task.spec.dim, "ms_per_step": medians, "all_ms": times})
         print(label, {name: round(value, 3) for name, value in medians.items()}, flush=True)
 
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"cohort-grad-{stamp}.json").write_text(json.dumps(
-        {"machine": line, "command": " ".join(sys.argv), "results": results}, indent=2))
     rows = [f"Cohort gradient, one local step of K clients (median ms a step of {args.repeats} x {args.steps}); {line}", "",
             "| shape | d | vmap | bmm | loop | vmap / bmm | loop / bmm |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
         m = r["ms_per_step"]
         rows.append(f"| {r['shape']} | {r['d']:,} | {m['vmap']:.3f} | {m['bmm']:.3f} | {m['loop']:.3f} | "
                     f"{m['vmap'] / m['bmm']:.2f} | {m['loop'] / m['bmm']:.2f} |")
-    text = "\n".join(rows)
-    (args.out / f"cohort-grad-{stamp}.md").write_text(text + "\n")
-    print(text)
+    write_results(args.out, "cohort-grad", {"machine": line, "command": " ".join(sys.argv), "results": results},
+                  "\n".join(rows))
     return 0
 
 

@@ -32,7 +32,6 @@ Writes ``pfl-cifar-<timestamp>.json`` and ``.md`` beside the other results.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import pickle
 import sys
@@ -46,6 +45,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from machine import machine  # noqa: E402
+from result_files import write_results  # noqa: E402
 
 from fedhet.config.schema import load_config  # noqa: E402
 from fedhet.engine.callbacks import Callback  # noqa: E402
@@ -153,10 +153,7 @@ def main(argv=None) -> int:
             results.append(result)
             print(json.dumps(result), flush=True)
 
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    args.out.mkdir(parents=True, exist_ok=True)
     record = {"machine": line, "command": " ".join(sys.argv), "round_gflop": round_flop() / 1e9, "results": results}
-    (args.out / f"pfl-cifar-{stamp}.json").write_text(json.dumps(record, indent=2))
     rows = [f"pfl-research's CIFAR-10 configuration on synthetic data; {line}",
             f"round: {round_flop() / 1e9:.0f} GFLOP (training 3x forward, evaluation amortised)", "",
             "| variant | backend | rounds | wall s | s/round | client updates/s | TFLOP/s | 1,500 rounds (s, projected) |",
@@ -166,9 +163,7 @@ def main(argv=None) -> int:
                     f"{r['rounds_run']}{' (time cap)' if r['stopped_by_time'] else ''} | {r['wall_seconds']:.1f} | "
                     f"{r['seconds_per_round']:.4f} | {r['client_updates_per_second']:.0f} | "
                     f"{r['achieved_tflops']:.2f} | {r['projected_1500_rounds_seconds'] or float('nan'):.0f} |")
-    text = "\n".join(rows)
-    (args.out / f"pfl-cifar-{stamp}.md").write_text(text + "\n")
-    print(text)
+    write_results(args.out, "pfl-cifar", record, "\n".join(rows))
     return 0
 
 

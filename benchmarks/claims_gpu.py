@@ -24,7 +24,6 @@ Writes ``claims-gpu-<timestamp>.json`` and ``.md``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import re
@@ -39,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 from machine import machine  # noqa: E402
+from result_files import write_results  # noqa: E402
 
 
 def read_run(run_dir: Path) -> dict:
@@ -181,13 +181,10 @@ def main(argv=None) -> int:
                                                                        r"inconclusive|below regime", v)]
         (args.runs_dir / "report.txt").write_text(report.stdout + report.stderr)
 
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     record = {"machine": line, "command": " ".join(sys.argv), "backend": args.backend, "jobs": args.jobs,
               "max_seconds": args.max_seconds, "groups": groups, "sweep_exits": codes, "wall_seconds": wall, "runs": len(runs),
               "finished": finished, "complete": complete, "projected_tier_seconds": projection,
               "projection_is_estimate": not complete, "protocols": protocols, "verdicts": verdicts}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"claims-gpu-{stamp}.json").write_text(json.dumps(record, indent=2))
     groups_text = "; ".join(f"{only or 'all claims'}: {jobs} jobs" for only, jobs in groups)
     rows = [f"Claims default tier, run.backend = {args.backend}, sweeps run at once: {groups_text}; {line}",
             f"wall {wall:.0f} s, {finished}/{len(runs)} runs finished"
@@ -204,9 +201,7 @@ def main(argv=None) -> int:
         rows.append(f"| {name} | {row['runs']} | {row['finished']} | {row['started']} | "
                     f"{row['rounds_done']:,} / {row['planned_rounds']:,} | {spr} | {median} |")
     rows += [""] + verdicts
-    text = "\n".join(rows)
-    (args.out / f"claims-gpu-{stamp}.md").write_text(text + "\n")
-    print(text)
+    write_results(args.out, "claims-gpu", record, "\n".join(rows))
     return 0
 
 
