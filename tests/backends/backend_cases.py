@@ -62,6 +62,19 @@ def make_work(task, solver, client_ids, *, round_index=3, seed=7, learning_rate=
 
 SOLVERS = CLIENT_SOLVERS.names()
 
+# How the clients of the small federation train: each scenario's overrides.
+SCENARIOS = {
+    # epochs mode, client sizes 61..72 with B = 16: partial last batches and 4 or 5 steps per client
+    "epochs-partial-batches": ("client.batch_size=16", "client.epochs=1"),
+    # two epochs, a batch that divides no client size
+    "two-epochs": ("client.batch_size=23", "client.epochs=2"),
+    # fixed steps (every client the same number of full batches)
+    "fixed-steps": ("client.steps=4", "client.batch_size=8"),
+    # Hybrid+: E ~ U{2..5} and B ~ U{10..n_i} per client: very unequal step counts
+    "hybrid-plus": ("client.system=hybrid_plus",),
+}
+COHORT = [0, 2, 3, 7, 9]
+
 
 def assert_same_round(reference, other, *, exact: bool, rtol: float = 1e-9, atol: float = 1e-12):
     """Two ``(cohort, new_states)`` results agree: bitwise when ``exact``, else to tolerance."""

@@ -6,24 +6,12 @@ import pytest
 import torch
 from torch import nn
 
-from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, make_work
+from backend_cases import COHORT, SCENARIOS, SOLVERS, assert_same_round, make_solver, make_task, make_work
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.backends.vectorized import VectorizedBackend, padded_round_batches, unsupported_reason
 from fedhet.client.base import ClientOptions, LocalSolver
 from fedhet.core.task import build_task
 from fedhet.engine.backend_choice import select_backend
-
-SCENARIOS = {
-    # epochs mode, client sizes 61..72 with B = 16: partial last batches and 4 or 5 steps per client
-    "epochs-partial-batches": ("client.batch_size=16", "client.epochs=1"),
-    # two epochs, a batch that divides no client size
-    "two-epochs": ("client.batch_size=23", "client.epochs=2"),
-    # fixed steps (every client the same number of full batches)
-    "fixed-steps": ("client.steps=4", "client.batch_size=8"),
-    # Hybrid+: E ~ U{2..5} and B ~ U{10..n_i} per client: very unequal step counts
-    "hybrid-plus": ("client.system=hybrid_plus",),
-}
-COHORT = [0, 2, 3, 7, 9]
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
