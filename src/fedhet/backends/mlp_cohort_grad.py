@@ -13,7 +13,8 @@ read as views of ``w``:
   ``gb_l = sum_j gz_l``, ``gz_{l-1} = gz_l W_l`` where ``h_{l-1} > 0`` (ReLU's backward).
 
 That is about twenty kernels a step whatever ``K``, against ``torch.func``'s ``vmap(grad(...))``,
-whose Python-level transforms cost milliseconds a step: on a GPU, where the MLP's kernels take
+whose Python-level transforms cost about 1.6 ms of host time a step whatever the model (0.2 ms here;
+``benchmarks/bench_cohort_grad.py`` on a 2-core CPU): on a GPU, where the MLP's kernels take
 microseconds, that overhead was the step (docs/design.md, "Performance model"; benchmarks/README.md,
 "Claims workload on a GPU"). The gradient is ``d L_k / d w_k``, the quantity the ``vmap`` path
 computes, with sums in another order: equal to rounding (``tests/backends/test_backends_mlp_cohort_grad.py``
