@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # One call on a lent CUDA machine (issue 22, item 5), in about 9 minutes: the GPU parity tests, a
-# determinism check, the claims default tier with run.backend = "auto" (time-capped; benchmarks/claims_gpu.py)
+# determinism check, the cohort gradient's step (benchmarks/bench_cohort_grad.py), the claims default tier with run.backend = "auto" (time-capped; benchmarks/claims_gpu.py)
 # and pfl-research's CIFAR-10 configuration (benchmarks/bench_pfl_cifar.py). Results go to $OUT (or
 # benchmarks/results). Fashion-MNIST comes from .gpu_data/fashion-mnist (copied there by hand; the machine
 # reaches no network) when /usr/share/datasets has none. Usage: bash benchmarks/gpu_session.sh [claims cap s] [pfl cap s]
 set -u
 cd "$(dirname "$0")/.."
 out="${OUT:-benchmarks/results}"
-claims_cap="${1:-270}"
+claims_cap="${1:-240}"
 pfl_cap="${2:-60}"
 py="${PYTHON:-python3}"
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
@@ -42,6 +42,9 @@ for attempt in range(2):
               f"{time.perf_counter() - started:.1f} s, accuracy {summary.get('final_accuracy')}")
 print("deterministic:", records[0] == records[1])
 EOF
+
+echo "== one local step of ten clients: vmap against batched products against the per-client loop"
+timeout 120 "$py" benchmarks/bench_cohort_grad.py --device cuda --repeats 5 --steps 50 --out "$out" 2>&1 | tail -6
 
 echo "== claims default tier on the GPU (cap ${claims_cap} s)"
 timeout $((claims_cap + 120)) "$py" benchmarks/claims_gpu.py --backend auto --max-seconds "$claims_cap" --report \
