@@ -119,3 +119,19 @@ def test_parallel_worker_processes(tiny_config, tmp_path):
     run_experiment(reference.config, reference.run_dir)
     accuracies = [r["test_accuracy"] for r in read_metrics(plan.runs[1].run_dir / "metrics.jsonl")]
     assert accuracies == [r["test_accuracy"] for r in read_metrics(reference.run_dir / "metrics.jsonl")]
+
+
+def test_eta_kind_groups_runs_by_their_rounds_work_then_method_then_protocol(tmp_path):
+    from fedhet.claims.commands import default_claims_dir
+    from fedhet.claims.definitions import load_suite
+    from fedhet.claims.planning import plan_claims
+    from fedhet.sweep.execute import eta_kind
+
+    suite = load_suite(default_claims_dir())
+    kinds = {run.name: eta_kind(run) for run in plan_claims(suite, suite.claims, tmp_path, tier="default").runs}
+    bernoulli, cyclic = kinds["fedau_bernoulli__fedau__seed=1"], kinds["fedau_cyclic__fedau__seed=1"]
+    assert bernoulli[:2] == cyclic[:2] and bernoulli[2:] == ("fedau_bernoulli",) and cyclic[2] == "fedau_cyclic"
+    assert kinds["fedau_cyclic__mifa__seed=1"][:2] == (bernoulli[0], "mifa")
+    # 3 local epochs of batch 64 with an evaluation every round is not 5 steps of batch 16 every 5th round.
+    assert kinds["fedaware_dir01__fedavg__seed=1"][0] != bernoulli[0]
+    assert kinds["fedaware_dir01__fedavg__seed=1"] == kinds["fedaware_dir01__fedavg__seed=2"]

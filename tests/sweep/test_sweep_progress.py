@@ -47,6 +47,31 @@ def test_eta_extrapolates_this_session_s_pace():
     assert view.eta_text() == ""
 
 
+def test_eta_prices_each_kind_of_round_at_its_own_pace():
+    # Two costly runs (10 rounds of 10 s) then two cheap ones (100 rounds of 0.1 s), one at a time: the
+    # rounds-only extrapolation would price the cheap rounds at the costly pace.
+    now = [0.0]
+    kinds = {"slow1": ("costly", "m"), "slow2": ("costly", "m"), "fast1": ("cheap", "m"), "fast2": ("cheap", "n")}
+    view = SweepProgress([("slow1", 10), ("slow2", 10), ("fast1", 100), ("fast2", 100)], io.StringIO(),
+                         live=False, clock=lambda: now[0], kinds=kinds)
+    view.update("slow1", RUNNING)
+    now[0] = 100.0
+    view.update("slow1", DONE)                         # no cheap round seen yet: the session's 10 s a round
+    assert view.eta_seconds() == pytest.approx(210 * 10.0)
+    view.update("fast1", RUNNING)
+    now[0] = 105.0
+    view.update("fast1", round=50)                     # 0.1 s a cheap round; fast2 borrows its prefix ("cheap",)
+    assert view.eta_seconds() == pytest.approx(10 * 10.0 + 50 * 0.1 + 100 * 0.1)
+    view.update("slow2", RUNNING)                      # in parallel now: 2 run-seconds per wall second
+    now[0] = 110.0
+    view.update("slow2", round=1)
+    view.update("fast1", round=100)
+    # spent 100 + 10 + 5 = 115 run-seconds in 110 s of wall time; to spend: slow2 9 rounds at
+    # (100 + 5) / 11 s, fast1 none, fast2 100 rounds at 10 / 100 s.
+    to_spend = 9 * 105 / 11 + 100 * 0.1
+    assert view.eta_seconds() == pytest.approx(110 * to_spend / 115)
+
+
 def test_log_mode_prints_one_line_per_status_change():
     stream = io.StringIO()
     view = SweepProgress([("run_a", 6), ("run_b", 6)], stream, live=False)

@@ -206,11 +206,25 @@ def run_sweep(plan: SweepPlan, *, jobs: Optional[int] = None, overwrite: bool = 
                                  poll_seconds=poll_seconds, options=options)
 
 
+def eta_kind(run: PlannedRun) -> tuple[str, ...]:
+    """The kind by which the progress view's ETA prices a round of ``run`` (fedhet.sweep.progress): what
+    sets a round's local work and evaluation (data, model, clients, participation, local steps, evaluation
+    cadence), then the variant (a method), then the folder (a claims protocol). Runs that share only the
+    first entry (FedAU's three participation patterns, say) lend each other their pace until their own
+    rounds have run."""
+    config, client = run.config, run.config.client.options
+    work = (config.data.name, repr(config.model), getattr(config.partition.options, "num_clients", None),
+            config.participation.name, getattr(client, "batch_size", None), getattr(client, "epochs", None),
+            getattr(client, "steps", None), getattr(client, "system", None), config.run.eval_every)
+    return repr(work), run.label or "", run.run_dir.parent.name
+
+
 def _run_sweep_locked(plan: SweepPlan, *, jobs: Optional[int], overwrite: bool, stream: TextIO,
                       live: Optional[bool], poll_seconds: float, options: SweepOptions) -> SweepResult:
     states = check_states(plan, overwrite=overwrite)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
-    view = SweepProgress([(run.name, run.config.run.rounds) for run in plan.runs], stream, live=live)
+    view = SweepProgress([(run.name, run.config.run.rounds) for run in plan.runs], stream, live=live,
+                         kinds={run.name: eta_kind(run) for run in plan.runs})
     outcomes: dict[str, RunOutcome] = {}
     todo = []
     for run in plan.runs:
