@@ -11,8 +11,8 @@ the per-step overhead itself.
 Implementations, alternated and timed ``--repeats`` times (median ms a step; CPU time of this process
 on a CPU, CUDA-synchronised wall time on a GPU):
 
-- ``vmap``: ``make_batched_grad`` (``vmap(grad_and_value(functional_call))``) and the concatenation
-  into ``[K, d]``, the vectorised backend's path before the batched MLP gradient;
+- ``vmap``: ``vmap_cohort_grad`` (``vmap(grad_and_value(functional_call))`` and the concatenation
+  into ``[K, d]``), the vectorised backend's path before the batched MLP gradient and for other models;
 - ``bmm``: ``CohortMLPGradient`` (about twenty kernels a step whatever K);
 - ``loop``: K calls of the sequential backend's hand-written per-client gradient
   (``MLPGradient``; on a GPU, autograd per client, since MLPGradient is CPU-only).
@@ -37,7 +37,7 @@ from result_files import write_results  # noqa: E402
 
 from fedhet.backends.mlp_cohort_grad import CohortMLPGradient  # noqa: E402
 from fedhet.backends.mlp_grad import MLPGradient  # noqa: E402
-from fedhet.backends.vectorized import make_batched_grad  # noqa: E402
+from fedhet.backends.vectorized import vmap_cohort_grad  # noqa: E402
 from fedhet.config.schema import load_config  # noqa: E402
 from fedhet.core.params import bind_flat  # noqa: E402
 from fedhet.engine.runner import build_federation  # noqa: E402
@@ -60,11 +60,10 @@ def implementations(task, num_clients: int, batch: int):
     index = torch.randint(0, task.train.targets.numel(), (num_clients, batch), generator=generator).to(device)
     inputs, targets = task.train.inputs[index], task.train.targets[index]
     weights = torch.full((num_clients, batch), 1.0 / batch, dtype=dtype, device=device)
-    batched, bmm = make_batched_grad(task), CohortMLPGradient(task)
+    vmap, bmm = vmap_cohort_grad(task), CohortMLPGradient(task)
 
     def vmap_step():
-        grads, losses = batched(spec.views(w), inputs, targets, weights)
-        return torch.cat([grads[name].reshape(num_clients, -1) for name in spec.names], dim=1)
+        return vmap(w, inputs, targets, weights)
 
     def bmm_step():
         return bmm(w, inputs, targets, weights)

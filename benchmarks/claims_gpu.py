@@ -55,19 +55,14 @@ def read_run(run_dir: Path) -> dict:
     return {"rounds": rounds, "wall_seconds": wall, "finished": (run_dir / "summary.json").is_file()}
 
 
-def planned_runs(claims_dir: Path, runs_dir: Path) -> list[tuple[str, Path, int]]:
-    """``(protocol, run directory, planned rounds)`` of every run of the default tier."""
+def planned_runs(claims_dir: Path, runs_dir: Path) -> list[tuple[str, Path, int, str]]:
+    """``(protocol, run directory, planned rounds, what sets a round's work)`` of every run of the default
+    tier; the last is the sweep ETA's (fedhet.sweep.execute.eta_kind)."""
     from fedhet.claims.commands import _plan  # noqa: PLC0415  (fedhet imported only here)
     from fedhet.claims.planning import protocol_of  # noqa: PLC0415
+    from fedhet.sweep.execute import eta_kind  # noqa: PLC0415
     _suite, _claims, plan = _plan(str(claims_dir), None, "default", str(runs_dir))
-    return [(protocol_of(run), run.run_dir, run.config.run.rounds, workload_key(run.config)) for run in plan.runs]
-
-
-def workload_key(config) -> str:
-    """What a round's local work depends on: the model, the solver, batch, epochs or steps, the system."""
-    client = config.client
-    return (f"{config.model.name} {client.name} B={client.options.batch_size} E={client.options.epochs} "
-            f"steps={client.options.steps} system={client.options.system}")
+    return [(protocol_of(run), run.run_dir, run.config.run.rounds, eta_kind(run)[0]) for run in plan.runs]
 
 
 def parse_groups(text: str, jobs: int) -> list[tuple[str, int]]:

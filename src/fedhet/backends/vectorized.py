@@ -104,10 +104,13 @@ def make_batched_grad(task: FederatedTask) -> BatchedGrad:
 def make_cohort_grad(task: FederatedTask) -> CohortGrad:
     """The cohort's gradient function: the batched matrix products of
     :mod:`fedhet.backends.mlp_cohort_grad` for fedhet's MLP under cross-entropy, else
-    :func:`make_batched_grad`'s ``vmap`` with its gradients concatenated into ``[K, d]``."""
+    :func:`vmap_cohort_grad`."""
     fast = cohort_mlp_gradient(task)
-    if fast is not None:
-        return fast
+    return fast if fast is not None else vmap_cohort_grad(task)
+
+
+def vmap_cohort_grad(task: FederatedTask) -> CohortGrad:
+    """:func:`make_batched_grad`'s ``vmap`` with its gradients concatenated into ``[K, d]``."""
     spec, batched = task.spec, make_batched_grad(task)
 
     def cohort_grad(w: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor,

@@ -162,15 +162,16 @@ def run_command(*, claims_dir: Optional[str] = None, only: Optional[str] = None,
 
 
 def gpu_present() -> bool:
-    import torch
+    """Whether ``run.device = "auto"`` (every protocol's) would put a run on a CUDA GPU."""
+    from fedhet.engine.device import resolve_device
 
-    return torch.cuda.is_available()
+    return resolve_device("auto").type == "cuda"
 
 
 def with_backend(plan, backend: str):
     """``plan`` with ``run.backend = backend`` in every run's configuration."""
-    runs = tuple(dataclasses.replace(run, config=dataclasses.replace(
-        run.config, run=dataclasses.replace(run.config.run, backend=backend))) for run in plan.runs)
+    runs = tuple(dataclasses.replace(run, config=run.config.with_overrides({"run.backend": backend}))
+                 for run in plan.runs)
     return dataclasses.replace(plan, runs=runs)
 
 
