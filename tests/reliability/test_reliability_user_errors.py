@@ -66,3 +66,13 @@ def test_M6_override_with_a_newline_cannot_add_tables():
     with pytest.raises(ConfigError, match="one value per override"):
         parse_override("run.rounds=7\n[data]\nalpha=99")
     assert parse_override("run.rounds=7")[1].parsed == 7
+
+
+@pytest.mark.parametrize("model", ["pfl_cnn", "cnn5", "fedau_cnn"])
+def test_an_image_model_on_tabular_data_is_a_one_line_user_error(model):
+    from fedhet.models import build_model
+
+    with pytest.raises(ValueError, match=rf"model '{model}': input_shape = \(60,\); expected an image") as caught:
+        build_model(model, (60,), 10)
+    line, status = error_line(caught.value)
+    assert status == 2 and line.startswith(f"fedhet: model '{model}'") and "bug" not in line

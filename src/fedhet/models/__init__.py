@@ -41,7 +41,7 @@ def build_model(name: str, input_shape: Sequence[int], num_classes: int, **optio
     """Build the registered model ``name`` with options validated as the ``[model]`` config section.
 
     Unknown names and bad option values raise :class:`fedhet.core.options.ConfigError`; shapes the
-    architecture cannot take raise :class:`ValueError`.
+    architecture cannot take raise :class:`fedhet.models.shapes.ModelShapeError` (a ``ValueError``).
     """
     entry = MODELS.get(name, key="model.name")
     options = build_options(entry.options_cls, option_values, section="model")

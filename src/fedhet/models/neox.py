@@ -44,7 +44,7 @@ from torch import nn
 
 from fedhet.core.options import ConfigError, option
 from fedhet.core.registry import MODELS
-from fedhet.models.shapes import check_num_classes
+from fedhet.models.shapes import ModelShapeError, check_num_classes
 
 INSTALL_HINT = "pip install fedhet[nlp]"
 
@@ -140,10 +140,10 @@ def _transformers() -> Any:
 def _sequence_length(input_shape: tuple[int, ...], max_positions: int) -> int:
     shape = tuple(input_shape)
     if len(shape) != 1 or not isinstance(shape[0], int) or shape[0] < 1:
-        raise ValueError(f"model 'neox_classifier': input_shape = {shape!r}; expected (sequence_length,) "
+        raise ModelShapeError(f"model 'neox_classifier': input_shape = {shape!r}; expected (sequence_length,) "
                          "for int64 token ids of shape [B, L]")
     if shape[0] > max_positions:
-        raise ValueError(f"model 'neox_classifier': sequence length {shape[0]} exceeds the model's "
+        raise ModelShapeError(f"model 'neox_classifier': sequence length {shape[0]} exceeds the model's "
                          f"max_position_embeddings ({max_positions}); truncate the data or raise max_positions")
     return shape[0]
 

@@ -1,19 +1,26 @@
 """Input-shape checks shared by the model factories.
 
 Every factory receives ``input_shape`` (one example, without the batch dimension) and
-``num_classes`` from the dataset; a shape the architecture cannot take is a data problem, so it
-raises :class:`ValueError` naming the model, the shape and what is allowed.
+``num_classes`` from the dataset; a shape the architecture cannot take is a data problem (an image
+model on a tabular dataset, say), so it raises :class:`ModelShapeError` naming the model, the shape and
+what is allowed: the user's to fix, printed as one ``fedhet:`` line (:mod:`fedhet.errors`).
 """
 from __future__ import annotations
 
 import math
 from typing import Sequence
 
+from fedhet.errors import FedhetError
+
+
+class ModelShapeError(FedhetError, ValueError):
+    """The dataset's examples or classes do not fit the chosen model."""
+
 
 def check_num_classes(model: str, num_classes: int) -> int:
-    """``num_classes`` as an int, or ValueError unless it is at least 1."""
+    """``num_classes`` as an int, or ModelShapeError unless it is at least 1."""
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-        raise ValueError(f"model {model!r}: num_classes = {num_classes!r}; expected an integer >= 1")
+        raise ModelShapeError(f"model {model!r}: num_classes = {num_classes!r}; expected an integer >= 1")
     return num_classes
 
 
@@ -21,7 +28,7 @@ def flat_features(model: str, input_shape: Sequence[int]) -> int:
     """Number of input features once an example of shape ``input_shape`` is flattened."""
     shape = tuple(input_shape)
     if not shape or any(not isinstance(n, int) or n < 1 for n in shape):
-        raise ValueError(f"model {model!r}: input_shape = {shape!r}; expected a non-empty tuple of "
+        raise ModelShapeError(f"model {model!r}: input_shape = {shape!r}; expected a non-empty tuple of "
                          "positive integers")
     return math.prod(shape)
 
@@ -36,13 +43,13 @@ def image_shape(model: str, input_shape: Sequence[int]) -> tuple[int, int, int]:
     if len(shape) == 2:
         shape = (1, *shape)
     if len(shape) != 3 or any(not isinstance(n, int) or n < 1 for n in shape):
-        raise ValueError(f"model {model!r}: input_shape = {tuple(input_shape)!r}; expected an image "
+        raise ModelShapeError(f"model {model!r}: input_shape = {tuple(input_shape)!r}; expected an image "
                          "shape (channels, height, width) or (height, width) of positive integers")
     return shape  # type: ignore[return-value]
 
 
 def check_spatial(model: str, input_shape: Sequence[int], height: int, width: int, needed: str) -> None:
-    """ValueError when the feature map left after the convolutions/pools is empty."""
+    """ModelShapeError when the feature map left after the convolutions/pools is empty."""
     if height < 1 or width < 1:
-        raise ValueError(f"model {model!r}: input_shape = {tuple(input_shape)!r} is too small; the "
+        raise ModelShapeError(f"model {model!r}: input_shape = {tuple(input_shape)!r} is too small; the "
                          f"feature map after the convolutions would be {height}x{width} ({needed})")
