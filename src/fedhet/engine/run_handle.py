@@ -30,6 +30,8 @@ from fedhet.engine.federation import Federation
 from fedhet.engine.fingerprint import config_fingerprint
 from fedhet.engine.rundir import STORES_DIR
 from fedhet.engine.simulator import TrainingDivergedError
+
+DIVERGED_FILE = "diverged.json"   # written when a round diverged: {"round": t, "reason": ...}
 from fedhet.engine.summary import summarize
 
 logger = logging.getLogger(__name__)
@@ -108,6 +110,9 @@ class RunHandle:
         try:
             record, cohort = self.simulator.run_round()
         except TrainingDivergedError as error:
+            # A record of how the run ended, for readers that count a diverged run with a failure value
+            # (fedhet.claims.evaluate) instead of mistaking it for one killed or still running.
+            atomic_write_json(self.run_dir / DIVERGED_FILE, {"round": self.simulator.next_round + 1, "reason": str(error)})
             raise TrainingDivergedError(f"{error}. The last checkpoint in {self.run_dir} is intact.") from None
         except RayWorkersLostError as error:
             raise RayWorkersLostError(f"{error}. The last checkpoint in {self.run_dir} is intact; continue with "
