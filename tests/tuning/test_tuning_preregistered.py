@@ -184,7 +184,8 @@ stages = [["eta_g"]]
 
 @pytest.mark.parametrize("seed, method, criterion, message", [
     (1, "a", "val_accuracy_last10", "needs a tuning_seed that is none of its evaluation seeds"),
-    (0, "b", "val_accuracy_last10", "a paired arm (same_as = 'p/a') takes its reference's values"),
+    (0, "b", "val_accuracy_last10", "a paired arm (same_as = 'p/a') takes its reference's values; it may search "
+                                    "only the keys it declares in tuned"),
     (0, "a", "test_accuracy", "the test set is never a selection criterion"),
     (0, "a", "global_train_loss@100", "write it without @ROUND"),
     (0, "z", "val_accuracy_last10", "no method 'p/z'"),
@@ -201,3 +202,16 @@ def test_an_arm_that_changes_its_reference_s_value_is_refused(tmp_path):
     path = _write(tmp_path, protocols, PLAN.format(method="a", criterion="val_accuracy_last10"))
     with pytest.raises(TuneError, match=r"same_as = 'p/a' but it changes server.learning_rate \(server.learning_rate = 1.0 there\)"):
         load_plan(path)
+
+
+def test_a_paired_arm_searches_the_keys_it_declares_tuned_and_nothing_else(tmp_path):
+    protocols = PROTOCOLS.format(seed=0).replace(
+        'server.aware = true', 'server.aware = true\ntuned = ["server.learning_rate"]\nlr_source = "pending: own"')
+    plan = load_plan(_write(tmp_path, protocols, PLAN.format(method="b", criterion="val_accuracy_last10")))
+    (search,) = plan.searches
+    assert search.target == "p/b" and [k.key for k in search.knobs] == ["server.learning_rate"]
+    assert plan.protocols["p"].overrides("b", "default") == {"server.learning_rate": 1.0, "server.aware": True}
+    other = PLAN.format(method="b", criterion="val_accuracy_last10").replace('key = "server.learning_rate"',
+                                                                           'key = "client.learning_rate"')
+    with pytest.raises(TuneError, match=r"declared: \['server.learning_rate'\]; searched: \['client.learning_rate'\]"):
+        load_plan(_write(tmp_path, protocols, other))

@@ -61,7 +61,7 @@ class SearchSettings:
 @dataclasses.dataclass
 class SearchResult:
     trials: list[TrialRecord]
-    best: TrialRecord
+    best: Optional[TrialRecord]               # None only when run with require_complete = False
     keys: list[str]
     criterion: Criterion
 
@@ -103,8 +103,10 @@ def _grid(settings: SearchSettings, runner: TrialRunner, log: Callable[[str], No
 
 
 def run_search(settings: SearchSettings, runner: TrialRunner, out_dir: str | Path, *, command: str = "",
-               log: Callable[[str], None] = lambda message: None) -> SearchResult:
-    """Run (or continue) the search in ``out_dir``; write its results; return them (module docstring)."""
+               log: Callable[[str], None] = lambda message: None, require_complete: bool = True) -> SearchResult:
+    """Run (or continue) the search in ``out_dir``; write its results; return them (module docstring).
+    ``require_complete = False``: a search whose every trial failed is a result (a pre-registered stage
+    decides over several searches), not an error."""
     if settings.sampler not in SAMPLERS:
         raise TuneError(f"--sampler {settings.sampler!r}: allowed: {', '.join(SAMPLERS)}")
     if settings.jobs < 1:
@@ -118,11 +120,11 @@ def run_search(settings: SearchSettings, runner: TrialRunner, out_dir: str | Pat
     # One search per out directory at a time: two would resume each other's running trials and
     # record them failed (finding W3 of the 2026-11-24 campaign). Held until the results are written.
     with DirectoryLock(out_dir, what="tune directory"):
-        return _search_locked(settings, runner, out_dir, command=command, log=log)
+        return _search_locked(settings, runner, out_dir, command=command, log=log, require_complete=require_complete)
 
 
 def _search_locked(settings: SearchSettings, runner: TrialRunner, out_dir: Path, *, command: str,
-                   log: Callable[[str], None]) -> SearchResult:
+                   log: Callable[[str], None], require_complete: bool) -> SearchResult:
     _check_out_dir(out_dir, settings)
     if settings.sampler == "grid":
         trials = _grid(settings, runner, log)
@@ -139,7 +141,7 @@ def _search_locked(settings: SearchSettings, runner: TrialRunner, out_dir: Path,
     number = select_best([(t.number, t.value) for t in completed], settings.criterion)
     best = next((t for t in trials if t.number == number), None)
     write_results(out_dir, trials, keys, settings.criterion, best, sampler=settings.sampler, command=command)
-    if best is None:
+    if best is None and require_complete:
         first = next((t.error for t in trials if t.error), "no trial reached the criterion's round")
         raise TuneError(f"no trial of the search in {out_dir} completed (first error: {first}); "
                         "see trials.csv and each trial's sweep.log")
