@@ -28,7 +28,10 @@ Two kinds of TOML file live in a claims directory (``configs/claims/``):
 
 Metrics: ``last_accuracy`` (mean test accuracy over the evaluated rounds of the last 10% of rounds),
 ``best_accuracy`` (the highest evaluated test accuracy), ``e_ludd`` (mean e-LUD over rounds) and
-``rounds_to_target`` (first evaluated round reaching ``run.target_accuracy``). Directions: ``greater``,
+``rounds_to_target`` (first evaluated round reaching ``run.target_accuracy``), and two descriptions of a
+server's step for reported comparisons: ``update_norm`` (the mean length of the server's step over the
+evaluated rounds) and ``aware_cosine`` (the mean cosine between an AWARE arm's method step and FedAWARE's
+direction). Directions: ``greater``,
 ``less`` (rounds to target) and ``not_worse`` (by ``margin``, in the metric's units: 0.01 = 1 accuracy
 point). ``delta``: the minimal effect the comparison claims, in the metric's units after orientation
 (positive for ``greater`` and ``less``; ``not_worse`` may use 0). The verdict rule is
@@ -57,7 +60,7 @@ PROTOCOLS_FILE = "protocols.toml"
 # The pre-registered tuning plan beside the protocols (fedhet.tuning.preregistered): not a claim.
 TUNING_FILE = "tuning.toml"
 LR_SOURCES = ("paper", "tuned", "untuned", "pending")
-METRICS = ("last_accuracy", "best_accuracy", "e_ludd", "rounds_to_target")
+METRICS = ("last_accuracy", "best_accuracy", "e_ludd", "rounds_to_target", "update_norm", "aware_cosine")
 DIRECTIONS = ("greater", "less", "not_worse")
 _NAME = re.compile(r"[a-z0-9][a-z0-9_]*")
 _ID = re.compile(r"[a-z0-9][a-z0-9-]*")
@@ -65,7 +68,7 @@ TIERS = ("quick", "default", "full")
 _PROTOCOL_KEYS = {"base", "title", "seeds", "quick_seeds", "full_seeds", "set", "quick", "full", "quick_lr_source",
                   "full_lr_source", "regime", "tuning_seed", "method", "methods_from"}
 _CLAIM_KEYS = {"id", "paper", "source", "statement", "paper_protocol", "here", "quantifier", "metric", "direction",
-               "margin", "delta", "comparison", "failure_value", "headroom"}
+               "margin", "delta", "comparison", "failure_value", "headroom", "pending"}
 _HEADROOM_KEYS = {"reference", "baselines", "metric", "delta"}
 _COMPARISON_KEYS = {"method", "baseline", "paper", "role", "metric", "direction", "margin", "delta", "target"}
 
@@ -207,6 +210,9 @@ class Claim:
     # instead of being dropped. None: a diverged run is missing.
     failure_value: Optional[float] = None
     headroom: Optional[Headroom] = None
+    # A value of the claim itself still to be fixed by a pre-registered step (a pilot's target): no verdict
+    # until the step has run and the value is committed.
+    pending: Optional[str] = None
 
     @property
     def protocols(self) -> list[str]:
@@ -501,9 +507,12 @@ def load_claim(path: str | Path, protocols: Mapping[str, Protocol]) -> Claim:
                            "(e.g. 0.1, chance on ten classes)")
     sides = {side for c in comparisons for side in (c.method, c.baseline)}
     headroom = _headroom(f"{where}: [headroom]", raw.get("headroom"), protocols, sides)
+    pending = raw.get("pending")
+    if pending is not None and (not isinstance(pending, str) or not pending.strip()):
+        raise _fail(where, "pending = \"...\": which pre-registered step must still fix a value of the claim")
     return Claim(raw["id"], path, raw["paper"], raw["source"], raw["statement"], raw["paper_protocol"], raw["here"],
                  tuple(comparisons), raw["quantifier"],
-                 None if failure_value is None else float(failure_value), headroom)
+                 None if failure_value is None else float(failure_value), headroom, pending)
 
 
 def _headroom(where: str, table: Any, protocols: Mapping[str, Protocol], sides: set[Side]) -> Optional[Headroom]:

@@ -8,7 +8,9 @@ A side (``protocol/method``) is the runs in ``OUT/<protocol>`` whose sweep label
 - ``e_ludd``: the mean e-LUD over all rounds (the run's summary);
 - ``rounds_to_target``: the first evaluated round whose accuracy reaches the comparison's ``target`` (or
   the base file's ``run.target_accuracy``), or ``run.rounds + 1`` when the run never reached it (a lower
-  bound on the true value).
+  bound on the true value);
+- ``update_norm``, ``aware_cosine``: the mean over the evaluated rounds of the server's step length and of an
+  AWARE arm's cosine (:mod:`fedhet.server.aware`); None when the run records none.
 
 **Diverged runs.** A planned run that stopped because a round diverged leaves ``diverged.json`` in its
 directory (:data:`fedhet.engine.run_handle.DIVERGED_FILE`). When the claim gives a ``failure_value`` (chance
@@ -37,11 +39,12 @@ Otherwise the claim is
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 from fedhet.claims.definitions import Claim, ClaimsSuite, Comparison, Side
-from fedhet.claims.planning import plan_claims, protocol_dir, regime_gaps, sides_pair
+from fedhet.claims.planning import PENDING_GAP, plan_claims, protocol_dir, regime_gaps, sides_pair
 from fedhet.claims.run_checks import usable
 from fedhet.claims.verdict import (
     INCONCLUSIVE,
@@ -59,6 +62,7 @@ from fedhet.report.stats import Stat, describe, run_metrics, run_rounds_to_targe
 from fedhet.sweep.plan import SweepPlan
 
 ACCURACY_METRICS = ("last_accuracy", "best_accuracy")
+ROUND_MEANS = ("update_norm", "aware_cosine")        # per-round record keys averaged over a run
 NO_HEADROOM = "no headroom at this scale"
 
 
@@ -135,6 +139,10 @@ def metric_value(run: RunData, metric: str, target: Optional[float] = None) -> O
                                     "claim's comparison, or run.target_accuracy in the protocol's base file")
         reached = run_rounds_to_target(run, target)
         return float(reached) if reached is not None else float(run.config.run.rounds + 1)
+    if metric in ROUND_MEANS:
+        values = [float(r[metric]) for r in run.records if isinstance(r.get(metric), (int, float))
+                  and math.isfinite(r[metric])]
+        return sum(values) / len(values) if values else None
     return run_metrics(run)[metric]
 
 
@@ -313,6 +321,8 @@ def evaluate_claims(suite: ClaimsSuite, claims: tuple[Claim, ...], out_dir: str 
         no_headroom = headroom_gap(suite, index, claim, tier=tier)
         if no_headroom:
             below = (*below, no_headroom)
+        if claim.pending:
+            below = (*below, f"{PENDING_GAP}: {claim.pending}")
         results.append(ClaimResult(claim, settle(tuple(compare(suite, index, c, plan, tier=tier, tested=not below,
                                                                failure_value=claim.failure_value)
                                                        for c in claim.comparisons)), below))

@@ -22,11 +22,12 @@ from fedhet.report.forest import ForestRow
 
 ACCURACY_METRICS = ("last_accuracy", "best_accuracy")
 METRIC_NAMES = {"last_accuracy": "last-10% acc. (%)", "best_accuracy": "best acc. (%)", "e_ludd": "e-LUDD",
-                "rounds_to_target": "rounds to target"}
+                "rounds_to_target": "rounds to target", "update_norm": "mean step length",
+                "aware_cosine": "mean AWARE cosine"}
 METRIC_SHORT = {"last_accuracy": "last acc", "best_accuracy": "best acc", "e_ludd": "e-LUDD",
-                "rounds_to_target": "rounds"}
+                "rounds_to_target": "rounds", "update_norm": "step", "aware_cosine": "cosine"}
 METRIC_UNITS = {"last_accuracy": "accuracy points", "best_accuracy": "accuracy points", "e_ludd": "e-LUDD",
-                "rounds_to_target": "rounds"}
+                "rounds_to_target": "rounds", "update_norm": "step length", "aware_cosine": "cosine"}
 DIRECTION_TEXT = {"greater": ">", "less": "<", "not_worse": "not worse than"}
 SUMMARY_COLUMNS = ("claim", "verdict", "quantifier", "primary comparisons", "reported or duplicate", "paper",
                    "statement")
@@ -45,6 +46,8 @@ def _scale(metric: str) -> float:
 def _digits(metric: str, difference: bool = False) -> int:
     if metric == "rounds_to_target":
         return 1
+    if metric in ("update_norm", "aware_cosine"):
+        return 4
     if metric == "e_ludd":
         return 3 if difference else 2
     return 2

@@ -92,9 +92,12 @@ def describe_plan(plan: TuningPlan, only: Optional[list[str]], tier: str) -> str
     for search in plan.select(only):
         protocol = plan.protocols[search.protocol]
         stages = " then ".join(" x ".join(f"{k.name}{list(k.values)}" for k in stage) for stage in search.stages)
-        rows.append(f"{search.target}: {search.grid_size()} trials before edge extensions; {stages}; "
-                    f"criterion {search.criterion.text}; run.seed {protocol.tuning_seed}")
-    total = sum(s.grid_size() for s in plan.select(only))
+        seeds = search.seeds or (protocol.tuning_seed,)
+        rows.append(f"{search.target}: {search.grid_size() * len(seeds)} trials before edge extensions"
+                    + (" and stability checks" if search.stability else "") + f"; {stages}; "
+                    f"criterion {search.criterion.text}; run.seed {', '.join(map(str, seeds))}"
+                    + (f"; stability under {', '.join(search.stability)}" if search.stability else ""))
+    total = sum(s.grid_size() * len(s.seeds or (0,)) for s in plan.select(only))
     return "\n".join(rows + [f"total: {total} trials (tier {tier}), before edge extensions"])
 
 
