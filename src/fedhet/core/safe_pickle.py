@@ -12,8 +12,8 @@ of it is used.
 Two more bounds keep a pickle of a few bytes from costing minutes or gigabytes:
 
 - The unpickler is the pure-Python one (``pickle._Unpickler``), whose memo is a dict: the C
-  unpickler grows its memo table to the largest index a ``PUT`` opcode names, so a 9-byte pickle
-  with ``LONG_BINPUT 2**27`` allocated gigabytes. Here each ``PUT`` stores one entry.
+  unpickler grows its memo table to the largest index a ``PUT`` opcode names (a 9-byte pickle with
+  ``LONG_BINPUT 2**27`` would cost gigabytes). Here each ``PUT`` stores one entry.
 - The value is walked once, remembering every container met: memo references can make a list
   hold itself (a cycle) or make a tree of 60 levels share one list per level (2^60 paths). A
   container met a second time is refused; FedScale's files share none.
