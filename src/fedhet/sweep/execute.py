@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from fedhet.core.io import atomic_write_json
+from fedhet.core.log_files import append_log_text, check_log_file
 from fedhet.engine.callbacks import Callback, read_metrics
 from fedhet.engine.dataset_cache import DatasetCache
 from fedhet.engine.rundir import clear_run_directory
@@ -96,6 +97,9 @@ def _prepare(run: PlannedRun, plan: SweepPlan, replace: bool) -> None:
         with DirectoryLock(run.run_dir):
             clear_run_directory(run.run_dir, sweep_files=True)
     run.run_dir.mkdir(parents=True, exist_ok=True)
+    # The run's sweep.log is appended to by whichever process runs it: a planted link, hard link or
+    # FIFO there stops the sweep here, before anything runs, rather than being written through.
+    check_log_file(run.run_dir / LOG_FILE)
     atomic_write_json(run.run_dir / SWEEP_RUN_FILE, run.metadata(plan))
 
 
@@ -115,7 +119,7 @@ class _ProgressCallback(Callback):
 
 def _run_in_process(run: PlannedRun, state: str, view: SweepProgress, datasets: DatasetCache) -> RunOutcome:
     log_path = run.run_dir / LOG_FILE
-    with open(log_path, "a", encoding="utf-8") as log_file:
+    with append_log_text(log_path) as log_file:     # never through a planted link (fedhet.core.log_files)
         def log(message: str) -> None:
             log_file.write(message + "\n")
             log_file.flush()

@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Optional
 
+from fedhet.core.log_files import UnsafeLogFileError, read_log_tail
 from fedhet.sweep.plan import PlannedRun
 from fedhet.sweep.progress import DONE, FAILED, SweepProgress
 
@@ -19,10 +20,12 @@ class RunOutcome:
 
 
 def tail_of(path: Path, lines: int = 6) -> str:
+    """The end of a run's log for a failure message; a log that is a link, a hard link or not a
+    regular file is not read, and the reason stands in for its tail (fedhet.core.log_files)."""
     try:
-        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return ""
+        return read_log_tail(path, lines)
+    except UnsafeLogFileError as error:
+        return str(error)
 
 
 def show_outcome(view: SweepProgress, outcome: RunOutcome) -> None:

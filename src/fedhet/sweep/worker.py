@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from fedhet.config.schema import ExperimentConfig, resolve_config
+from fedhet.core.log_files import UnsafeLogFileError, open_log_for_append
 from fedhet.engine.callbacks import Callback
 from fedhet.engine.dataset_cache import DatasetCache
 from fedhet.sweep.lifetime import watch_parent
@@ -109,7 +110,12 @@ class _OutputTo:
         sys.stdout.flush()
         sys.stderr.flush()
         self.saved = (os.dup(1), os.dup(2))
-        target = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            target = open_log_for_append(self.path)     # never through a planted link (fedhet.core.log_files)
+        except BaseException:
+            for saved in self.saved:
+                os.close(saved)
+            raise
         try:
             os.dup2(target, 1)
             os.dup2(target, 2)
@@ -135,8 +141,13 @@ def serve(requests, replies, *, datasets: Optional[DatasetCache] = None) -> None
         request = json.loads(line)
         run_dir = Path(request["run_dir"])
         run_dir.mkdir(parents=True, exist_ok=True)
-        with _OutputTo(run_dir / LOG_FILE):
-            status = run_request(request, datasets)
+        try:
+            with _OutputTo(run_dir / LOG_FILE):
+                status = run_request(request, datasets)
+        except UnsafeLogFileError:
+            # The log cannot be written (a planted link or FIFO); the sweep names the reason when
+            # it reads the log's end (fedhet.sweep.outcome.tail_of). The run's input: status 2.
+            status = 2
         replies.write(json.dumps({"run_dir": str(run_dir), "status": status}) + "\n")
         replies.flush()
 
