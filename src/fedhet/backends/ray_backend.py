@@ -108,6 +108,10 @@ class RayWorkersLostError(FedhetError, RuntimeError):
     """The Ray backend lost its actors beyond its retry budget, or could not start any."""
 
 
+class RayStartError(FedhetError, RuntimeError):
+    """A private local Ray did not start (its node timed out during startup, ...)."""
+
+
 class RayClusterUnreachableError(FedhetError, ConnectionError):
     """``run.ray_address`` names no running Ray cluster."""
 
@@ -291,7 +295,17 @@ class RaySession:
                 # Named after this process: a later run removes it if this one is killed (finding L4).
                 remove_orphaned_temp_dirs("fedhet-ray-")
                 self.temp_dir = str(owned_temp_dir("fedhet-ray-"))
-                ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus, _temp_dir=self.temp_dir, **quiet)
+                try:
+                    ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus, _temp_dir=self.temp_dir,
+                             **quiet)
+                except Exception as error:  # noqa: BLE001  (Ray raises bare Exception when its node times out)
+                    self._shutdown_quietly(ray)
+                    shutil.rmtree(self.temp_dir, ignore_errors=True)
+                    self.temp_dir = None
+                    raise RayStartError(
+                        f"could not start a local Ray with {num_cpus} CPU(s) ({_first_line(error)}); the machine "
+                        "may be too busy or too small for that many worker processes: lower run.ray_actors "
+                        "(or run.threads), or join a cluster with run.ray_address") from None
             else:
                 check_reachable(address)
                 try:
@@ -301,6 +315,14 @@ class RaySession:
                         f"run.ray_address = {address!r}: could not join a Ray cluster there: "
                         f"{str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
         self.owned = True
+
+    @staticmethod
+    def _shutdown_quietly(ray: Any) -> None:
+        """Stop what a failed ``ray.init`` may have started (its GCS, raylet, log monitor)."""
+        try:
+            ray.shutdown()
+        except Exception:  # noqa: BLE001  (nothing more can be done about a Ray that did not start)
+            pass
 
     def close(self) -> None:
         if self.owned:
@@ -465,6 +487,11 @@ class RayBackend:
         if settings.actors is not None:
             cpus = max(cpus, int(np.ceil(settings.actors * settings.cpus_per_actor)))
         gpus = float(torch.cuda.device_count()) if settings.gpus_per_actor > 0 else 0.0
+        if settings.address is None and settings.actors is not None and not import_ray().is_initialized():
+            # A local Ray started with num_cpus = run.ray_actors starts about that many worker
+            # processes at once: on a small machine its node startup times out before any actor
+            # exists, so the memory check must come before Ray starts, not at the first round.
+            check_local_actors_fit(settings.actors)
         self._session = RaySession(settings.address, num_cpus=cpus, num_gpus=gpus)
 
     def pool_size(self) -> int:
