@@ -82,9 +82,8 @@ def _ray_that_must_not_start():
 def test_too_many_local_actors_are_refused_before_ray_starts(tmp_path, monkeypatch, capsys):
     """A local Ray of run.ray_actors CPUs starts that many workers: on a small machine its startup
     timed out (an internal error after 37 s) before the memory check at the first round was reached."""
-    from small_run import small_toml
-
     from fedhet.cli import main
+    from small_run import small_toml
 
     config = tmp_path / "small.toml"
     config.write_text(small_toml(rounds=2, progress=False, out_dir=str(tmp_path), name="many", backend="ray",
