@@ -57,7 +57,14 @@ import numpy as np
 import torch
 
 from fedhet.backends.base import RoundWork, client_plan, cohort_sizes, usable_cpus
-from fedhet.backends.ray_watch import RayLivenessWatch, child_processes_named, end_process, gcs_check, raylet_check
+from fedhet.backends.ray_watch import (
+    RayLivenessWatch,
+    child_processes_named,
+    gcs_check,
+    quiet_raylet_death_dump,
+    raylet_check,
+    raylet_reason,
+)
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import LocalSolver
 from fedhet.core.cohort import Cohort
@@ -300,6 +307,7 @@ class RaySession:
         self.owned = False
         self.temp_dir: Optional[str] = None
         self.watch: Optional[RayLivenessWatch] = None
+        self._restore_printer: Callable[[], None] = lambda: None
         if ray.is_initialized():
             return
         quiet = dict(logging_level=logging.WARNING, log_to_driver=False, include_dashboard=False)
@@ -339,11 +347,14 @@ class RaySession:
             if self.temp_dir is not None:
                 shutil.rmtree(self.temp_dir, ignore_errors=True)
 
+        sentinel_for = None
         if address is None:
-            pids = [pid for name in ("raylet", "gcs_server") for pid in child_processes_named(name)]
-            if not pids:
+            raylets = child_processes_named("raylet")
+            pids = raylets + child_processes_named("gcs_server")
+            if not raylets:
                 return None          # not Linux (no /proc), or Ray runs them elsewhere: nothing to watch
             checks = [raylet_check(pid) for pid in pids]
+            sentinel_for = (raylets[0], raylet_reason(raylets[0]))
 
             def check() -> Optional[str]:
                 return next((reason for reason in (one() for one in checks) if reason is not None), None)
@@ -352,7 +363,9 @@ class RaySession:
                 check = gcs_check(ray.get_runtime_context().gcs_address)
             except Exception:  # noqa: BLE001  (a Ray without the address: no watch, Ray's own handling)
                 return None
-        return RayLivenessWatch(check, end_process(cleanup))
+        watch = RayLivenessWatch(check, cleanup=cleanup, sentinel_for=sentinel_for)
+        self._restore_printer = quiet_raylet_death_dump(ray)     # the watch's line replaces Ray's dump
+        return watch
 
     @staticmethod
     def _shutdown_quietly(ray: Any) -> None:
@@ -366,6 +379,7 @@ class RaySession:
         if self.watch is not None:
             self.watch.stop()        # first: ray.shutdown stops the raylet on purpose
             self.watch = None
+            self._restore_printer()
         if self.owned:
             import ray
             ray.shutdown()
