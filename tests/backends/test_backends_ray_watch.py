@@ -85,6 +85,7 @@ def test_a_process_whose_raylet_dies_ends_with_one_fedhet_line_and_the_resume_hi
     driver = subprocess.Popen([sys.executable, "-c", _WATCHED_DRIVER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env={**os.environ, "PYTHONPATH": SRC})
     try:
+        assert driver.stdout is not None
         pid = int(driver.stdout.readline())
         os.kill(pid, signal.SIGKILL)
         out, err = driver.communicate(timeout=30)
@@ -116,6 +117,7 @@ def test_the_sentinel_prints_the_line_only_when_the_raylet_ended_before_the_driv
     driver = subprocess.Popen([sys.executable, "-c", _DRIVER_WITH_SENTINEL], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": SRC})
     try:
+        assert driver.stdout is not None
         raylet = int(driver.stdout.readline())
         time.sleep(0.5)                                   # the sentinel has its line
         order = [raylet, driver.pid] if first == "raylet" else [driver.pid, raylet]

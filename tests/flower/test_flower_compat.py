@@ -44,6 +44,8 @@ def test_the_flower_pins_allow_exactly_the_checked_minor_versions():
     pins = [item for extra in ("flower", "dev") for item in project[extra] if re.match(r"flwr\b(?!-)", item)]
     assert len(pins) == 2
     for pin in pins:
-        low, _, high_minor = re.fullmatch(r"flwr(?:\[[a-z]+\])?>=(\d+\.\d+),<(\d+)\.(\d+)", pin).groups()
+        match = re.fullmatch(r"flwr(?:\[[a-z]+\])?>=(\d+\.\d+),<(\d+)\.(\d+)", pin)
+        assert match is not None, pin
+        low, _, high_minor = match.groups()
         allowed = [f"1.{minor}" for minor in range(int(low.split(".")[1]), int(high_minor))]
         assert tuple(allowed) == flwr_compat.CHECKED_ON, pin

@@ -189,7 +189,7 @@ class RayFailedInActorError(RuntimeError):
 def _get_in_actor(ref: Any) -> Any:
     """``ray.get`` in an actor, its failures marked as Ray's (:class:`RayFailedInActorError`): a killed
     raylet makes it raise ``OSError: Broken pipe``, which the driver must not take for a bug."""
-    import ray
+    ray = import_ray()
     try:
         return ray.get(ref)
     except (OSError, ray.exceptions.RayError) as error:
