@@ -36,7 +36,7 @@ from typing import Any, Callable, Optional
 logger = logging.getLogger(__name__)
 
 CHECK_SECONDS = 0.2
-GCS_MISSES = 5
+GCS_MISSES = 10
 GCS_CONNECT_TIMEOUT_SECONDS = 1.0
 
 
