@@ -265,7 +265,7 @@ def gcs_check(address: str, misses: int = GCS_MISSES) -> Callable[[], Optional[s
     def check() -> Optional[str]:
         failed[0] = 0 if gcs_answers(address) else failed[0] + 1
         if failed[0] >= misses:
-            return f"the Ray cluster's head at {address} stopped answering (its GCS refused {misses} connections)"
+            return f"the Ray cluster's head at {address} stopped answering ({misses} connections to its GCS failed in a row)"
         return None
     return check
 
