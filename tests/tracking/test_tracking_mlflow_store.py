@@ -157,3 +157,22 @@ def test_a_file_store_migrates_to_sqlite_with_mlflows_command(tmp_path):
 
     from fedhet.tracking.mlflow import default_tracking_uri
     assert default_tracking_uri(legacy / "another") == database
+
+
+def test_mlflow_skinny_without_sqlalchemy_is_named_in_one_line(monkeypatch):
+    """mlflow-skinny does not install what MLflow's SQLite store needs: the run says what to install."""
+    import importlib.util
+
+    from fedhet.error_lines import error_line
+    from fedhet.tracking import mlflow as tracker
+    from fedhet.tracking.names import TrackerUnavailableError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name in ("sqlalchemy", "alembic") else real(name, *args))
+    with pytest.raises(TrackerUnavailableError) as caught:
+        tracker._check_sqlalchemy()
+    line, status = error_line(caught.value)
+    assert status == 2 and "\n" not in line
+    assert "needs sqlalchemy and alembic, which mlflow-skinny does not install" in line
+    assert "run.mlflow_uri to a file: store" in line
