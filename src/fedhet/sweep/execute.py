@@ -45,7 +45,7 @@ from fedhet.sweep.plan import (
     run_state,
 )
 from fedhet.sweep.progress import DONE, FAILED, RUNNING, SKIPPED, SweepProgress
-from fedhet.sweep.worker import LOG_FILE, execute_run
+from fedhet.sweep.worker import LOG_FILE, execute_run, failure_status
 from fedhet.sweep.worker_pool import WorkerPool
 
 
@@ -128,7 +128,7 @@ def _run_in_process(run: PlannedRun, state: str, view: SweepProgress, datasets: 
                                   callbacks=[_ProgressCallback(view, run.name)], log=log, datasets=datasets)
         except Exception as error:  # one failed run must not stop the sweep; the log has the traceback
             log_file.write(traceback.format_exc())
-            return RunOutcome(run, FAILED, error=f"{type(error).__name__}: {error}")
+            return RunOutcome(run, FAILED, error=f"{type(error).__name__}: {error}", exit_status=failure_status(error))
     return RunOutcome(run, DONE, summary=summary)
 
 
@@ -137,10 +137,12 @@ def _finish_worker(run: PlannedRun, status: int) -> RunOutcome:
     if status == 0 and summary is not None:
         return RunOutcome(run, DONE, summary=summary)
     tail = tail_of(run.run_dir / LOG_FILE)
-    # "exit status N;" as a worker process of its own ends: `fedhet tune` reads 1 as the machine's failure.
+    # "exit status N;" as a worker process of its own ends. A worker that died before answering was
+    # killed (the kernel's out-of-memory killer, a signal): the machine's failure, status 1.
     what = f"exit status {status}" if status in (1, 2, 3) else \
         f"its worker process ended before answering (exit status {status})"
-    return RunOutcome(run, FAILED, error=f"{what}; end of {run.run_dir / LOG_FILE}:\n{tail}")
+    return RunOutcome(run, FAILED, error=f"{what}; end of {run.run_dir / LOG_FILE}:\n{tail}",
+                      exit_status=status if status in (1, 2, 3) else 1)
 
 
 def _run_workers(todo: list[tuple[PlannedRun, str]], jobs: int, view: SweepProgress,

@@ -17,6 +17,11 @@ class RunOutcome:
     status: str                      # done | skipped (finished before) | failed
     summary: Optional[dict[str, Any]] = None
     error: Optional[str] = None
+    # A failed run's exit status as the command line's (fedhet.error_lines): 1 the machine (a full
+    # disk, no memory, a refused resource estimate, its worker process killed), 2 the run's input,
+    # 3 a bug; None when the executor cannot tell (Ray). `fedhet tune` stops on 1 instead of
+    # recording the trial as failed.
+    exit_status: Optional[int] = None
 
 
 def tail_of(path: Path, lines: int = 6) -> str:

@@ -76,9 +76,14 @@ def report_failure(error: Exception) -> None:
 
 
 def failure_status(error: Exception) -> int:
-    """The command line's exit status for ``error``: 1 the machine, 2 the run's input, 3 a bug."""
-    from fedhet.error_lines import error_line
+    """The exit status for ``error``: 1 the machine, 2 the run's input, 3 a bug. As the command
+    line's, except that a refusal for memory or disk (``ResourceLimitError``, ``RayActorsTooManyError``:
+    MemoryErrors that are also user errors, exit 2 on the command line) is 1 here: the same run
+    succeeds once memory or disk is freed, so `fedhet tune` must not record it as the trial's result."""
+    from fedhet.error_lines import EXIT_OS_ERROR, error_line, is_out_of_memory
 
+    if is_out_of_memory(error):
+        return EXIT_OS_ERROR
     return error_line(error)[1]
 
 
