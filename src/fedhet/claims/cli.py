@@ -57,6 +57,12 @@ def _rejudge(args: argparse.Namespace) -> int:
     return rejudge_command(record=args.record, out=args.out)
 
 
+def _pilot(args: argparse.Namespace) -> int:
+    from fedhet.claims.commands import pilot_command
+
+    return pilot_command(runs=args.runs)
+
+
 def add_claims_command(sub) -> None:
     """Add ``claims {list,run,report,export}`` to the ``fedhet`` sub-command parsers ``sub``."""
     claims = sub.add_parser("claims", help="the papers' claims: run them and get a verdict per claim",
@@ -103,3 +109,10 @@ def add_claims_command(sub) -> None:
     rejudge.add_argument("record", metavar="CLAIMS_JSON", help="a claims.json written by `fedhet claims report`")
     rejudge.add_argument("--out", metavar="FILE", help="write the record judged again here (JSON)")
     rejudge.set_defaults(handler=_rejudge)
+    pilot = commands.add_parser("pilot", help="the FedSpeed claim's late target and rounds deltas from pilot runs",
+                                description="Reads each pilot run's validation accuracy (never the test set) and "
+                                            "prints the target (0.99 x the best last-10%% validation accuracy, "
+                                            "rounded down to 0.1 point) and each method's delta (10%% of its "
+                                            "rounds to the target); configs/claims/4_fedspeed_dir06.toml.")
+    pilot.add_argument("runs", nargs="+", metavar="METHOD=RUN_DIR", help="one finished pilot run per method")
+    pilot.set_defaults(handler=_pilot)

@@ -255,3 +255,37 @@ def rejudge_table(recorded: dict, rejudged: dict) -> str:
                          before["verdict"], after["verdict"]])
     return markdown_table(("claim / comparison", "role", "difference [95% CI] (as measured)", "recorded",
                            "current rule"), rows)
+
+
+def pilot_command(*, runs: list[str], stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
+    """The FedSpeed claim's pilot (:mod:`fedhet.claims.pilot`) from ``METHOD=RUN_DIR`` pairs: print the late
+    target and each method's delta as the claim file's keys."""
+    from fedhet.claims.pilot import pilot
+    from fedhet.config.schema import load_config
+    from fedhet.engine.callbacks import read_metrics
+
+    stdout, stderr = console_streams(stdout, stderr)
+    try:
+        records, horizons = {}, set()
+        for item in runs:
+            method, separator, directory = item.partition("=")
+            if not separator or not method or not directory:
+                raise FedhetError(f"{item!r}: write METHOD=RUN_DIR, e.g. fedavg=runs/pilot/fedavg")
+            run_dir = Path(directory)
+            if not (run_dir / "metrics.jsonl").is_file() or not (run_dir / "config.toml").is_file():
+                raise FedhetError(f"{run_dir}: not a run directory (no metrics.jsonl and config.toml)")
+            horizons.add(load_config(run_dir / "config.toml").run.rounds)
+            records[method] = read_metrics(run_dir / "metrics.jsonl")
+        if len(horizons) != 1:
+            raise FedhetError(f"the pilot runs have different horizons {sorted(horizons)}; they must share T")
+        result = pilot(records, horizons.pop())
+    except (FedhetError, ConfigError, ValueError) as error:
+        _print(f"fedhet claims: {error}", stderr)
+        return EXIT_INPUT_ERROR
+    _print(f"target = {result.target:g}    # 0.99 x {result.best_method}'s last-10% validation accuracy "
+           f"{result.last10[result.best_method]:.4f}, rounded down to 0.1 point", stdout)
+    for method, delta in result.deltas.items():
+        reached = result.rounds[method]
+        _print(f"{method}: delta = {delta}    # reached the target at round "
+               f"{reached if reached is not None else 'never (T + 1)'}", stdout)
+    return EXIT_OK
