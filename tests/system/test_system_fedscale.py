@@ -81,3 +81,14 @@ def test_cli_convert_prints_one_line_for_a_refused_pickle(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "refused" in err
     assert EXECUTED == []
+
+
+def test_a_pipe_in_place_of_the_pickle_is_named_as_such_without_blocking(tmp_path):
+    import os
+
+    fifo = tmp_path / "client_behave_trace.pkl"
+    os.mkfifo(fifo)
+    with pytest.raises(UnsafePickleError, match="not a regular file"):
+        load_plain_pickle(fifo)
+    with pytest.raises(UnsafePickleError, match="no such file"):
+        load_plain_pickle(tmp_path / "missing.pkl")

@@ -86,6 +86,9 @@ def loads_plain_pickle(data: bytes, source: str = "pickle") -> Any:
 def load_plain_pickle(path: str | Path) -> Any:
     """:func:`loads_plain_pickle` of the file ``path``."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise UnsafePickleError(f"{path}: no such file")
+    if not path.is_file():      # checked before opening: a FIFO would block the read
+        raise UnsafePickleError(f"{path}: not a regular file (a pipe, a directory or a device); give the pickle "
+                                "file itself")
     return loads_plain_pickle(path.read_bytes(), str(path))
