@@ -170,10 +170,10 @@ def _store_lock(uri: str, timeout: float = STORE_LOCK_TIMEOUT_SECONDS) -> Iterat
     if path is None or fcntl is None:
         yield
         return
-    from fedhet.engine.rundir_lock import _open_lock_file
+    from fedhet.core.lock_files import open_lock_file
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = _open_lock_file(path)          # no link followed, a regular file only
+    fd = open_lock_file(path)          # no link followed, a regular file only
     try:
         deadline = time.monotonic() + timeout
         while True:
