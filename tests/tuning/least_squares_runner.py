@@ -37,3 +37,19 @@ class LeastSquaresRunner:
 
     def run_batch(self, trials, jobs):
         return {name: self.run_one(name, values, lambda record: False) for name, values in trials}
+
+
+def optuna_settings(rounds, trials):
+    """The Optuna search the tuning tests run on this runner: the local step size on a log grid, seeded."""
+    from fedhet.tuning.criteria import Criterion
+    from fedhet.tuning.search import SearchSettings
+    from fedhet.tuning.space import parse_parameter
+
+    return SearchSettings(space=(parse_parameter("client.learning_rate=log:0.01:10:2"),),
+                          criterion=Criterion("train_loss", rounds), sampler="optuna", trials=trials, seed=7,
+                          startup_trials=2)
+
+
+def trial_table(result):
+    """Each trial of a search result as (number, state, values, criterion value), for equality checks."""
+    return [(t.number, t.state, t.values, t.value) for t in result.trials]

@@ -9,11 +9,9 @@ import pytest
 import fedhet.components  # noqa: F401  (registers the solvers and servers)
 from fedhet.cli import main
 from fedhet.problems.least_squares import make_least_squares
-from fedhet.tuning.criteria import Criterion
 from fedhet.tuning.errors import TuneError
-from fedhet.tuning.search import JOURNAL_FILE, SEARCH_FILE, SearchSettings, run_search
-from fedhet.tuning.space import parse_parameter
-from least_squares_runner import LeastSquaresRunner
+from fedhet.tuning.search import JOURNAL_FILE, SEARCH_FILE, run_search
+from least_squares_runner import LeastSquaresRunner, optuna_settings, trial_table
 from test_tuning_command import SMALL_TOML
 
 optuna = pytest.importorskip("optuna")
@@ -31,13 +29,7 @@ def problem():
 
 
 def _settings(trials=4):
-    return SearchSettings(space=(parse_parameter("client.learning_rate=log:0.01:10:2"),),
-                          criterion=Criterion("train_loss", ROUNDS), sampler="optuna", trials=trials, seed=7,
-                          startup_trials=2)
-
-
-def _table(result):
-    return [(t.number, t.state, t.values, t.value) for t in result.trials]
+    return optuna_settings(ROUNDS, trials)
 
 
 def _edit_record(out: Path, change) -> None:
@@ -98,7 +90,7 @@ def test_another_minor_version_of_the_same_major_continues_the_study(problem, tm
     run_search(_settings(trials=2), LeastSquaresRunner(problem, ROUNDS), tmp_path / "parts")
     _edit_record(tmp_path / "parts", lambda saved: saved["optuna"].update(version=f"{MAJOR}.0.0"))
     resumed = run_search(_settings(), LeastSquaresRunner(problem, ROUNDS), tmp_path / "parts")
-    assert _table(resumed) == _table(whole)
+    assert trial_table(resumed) == trial_table(whole)
     assert json.loads((tmp_path / "parts" / SEARCH_FILE).read_text())["optuna"]["version"] == optuna.__version__
 
 
@@ -120,7 +112,7 @@ def test_a_study_that_predates_the_record_continues_only_under_optuna_4(problem,
     _edit_record(tmp_path / "parts", lambda saved: saved.pop("optuna"))
     runner = LeastSquaresRunner(problem, ROUNDS)
     if MAJOR == "4":
-        assert _table(run_search(_settings(), runner, tmp_path / "parts")) == _table(whole)
+        assert trial_table(run_search(_settings(), runner, tmp_path / "parts")) == trial_table(whole)
         assert json.loads((tmp_path / "parts" / SEARCH_FILE).read_text())["optuna"]["version"] == optuna.__version__
     else:
         with pytest.raises(TuneError, match="did not record its Optuna version"):

@@ -12,10 +12,9 @@ import fedhet.components  # noqa: F401  (registers the solvers and servers)
 from fedhet.cli import main
 from fedhet.engine.rundir_lock import DirectoryLock, RunDirectoryInUseError
 from fedhet.problems.least_squares import make_least_squares
-from fedhet.tuning.criteria import Criterion
-from fedhet.tuning.search import JOURNAL_FILE, SearchSettings, run_search
+from fedhet.tuning.search import JOURNAL_FILE, run_search
 from fedhet.tuning.space import parse_parameter
-from least_squares_runner import LeastSquaresRunner
+from least_squares_runner import LeastSquaresRunner, optuna_settings, trial_table
 from test_tuning_command import GRID, SMALL_TOML
 
 ROUNDS = 12
@@ -34,13 +33,7 @@ def problem():
 
 
 def _settings(trials=5):
-    return SearchSettings(space=(parse_parameter("client.learning_rate=log:0.01:10:2"),),
-                          criterion=Criterion("train_loss", ROUNDS), sampler="optuna", trials=trials, seed=7,
-                          startup_trials=2)
-
-
-def _table(result):
-    return [(t.number, t.state, t.values, t.value) for t in result.trials]
+    return optuna_settings(ROUNDS, trials)
 
 
 def test_W1_tune_refuses_stop_at_target(config, tmp_path, capsys):
@@ -104,11 +97,11 @@ def test_L1_torn_journal_tail_is_repaired_and_the_search_resumes(problem, tmp_pa
     resumed = run_search(_settings(), runner, tmp_path / "torn", log=messages.append)
     assert any("torn line" in m for m in messages)
     assert runner.calls == 1                     # the trial whose last record was torn runs again
-    assert _table(resumed) == _table(whole)
+    assert trial_table(resumed) == trial_table(whole)
     assert journal.read_bytes().endswith(b"\n")
     # and a second resume reads it cleanly, running nothing
     again = LeastSquaresRunner(problem, ROUNDS)
-    assert _table(run_search(_settings(), again, tmp_path / "torn")) == _table(whole) and again.calls == 0
+    assert trial_table(run_search(_settings(), again, tmp_path / "torn")) == trial_table(whole) and again.calls == 0
 
 
 def test_R3_huge_range_is_refused_before_it_is_materialised():
