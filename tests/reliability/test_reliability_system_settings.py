@@ -108,3 +108,11 @@ def test_a_run_in_which_clients_train_gives_no_empty_round_warning(small_config,
     with caplog.at_level(logging.WARNING, logger="fedhet.engine.runner"):
         run_experiment(small_config("run.rounds=2", "run.name=fine"))
     assert not [r for r in caplog.records if "no client" in r.getMessage()]
+
+
+def test_a_data_client_column_that_the_partition_would_ignore_is_refused():
+    sets = ["data.name=hf", "data.path=/nonexistent", "data.client_column=writer_id"]
+    with pytest.raises(ConfigError, match="is read only with partition.name = 'natural'") as caught:
+        load_config(None, [*sets, "partition.name=iid"])
+    _one_line(caught.value)
+    assert load_config(None, [*sets, "partition.name=natural"]).data.options.client_column == "writer_id"
