@@ -94,6 +94,13 @@ class Entry:
         return declaration.reason if isinstance(declaration, NotAGradientStep) else None
 
 
+def _load_builtins() -> None:
+    """Register the built-in components now. A user's ``replace=True`` of a built-in name (in a module
+    imported before fedhet's own components) must come after the built-in's registration, else the
+    built-in's later registration collides with it; the built-ins never pass ``replace=True``."""
+    import fedhet.components  # noqa: F401
+
+
 class Registry:
     """Names to ``(factory, options dataclass)`` for one kind of component."""
 
@@ -116,6 +123,8 @@ class Registry:
     def _decorator(self, name: str, options_cls: type, replace: bool,
                    **fields: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         def decorator(factory: Callable[..., Any]) -> Callable[..., Any]:
+            if replace:
+                _load_builtins()
             if name in self._entries and not replace:
                 raise RegistrationError(f"{self.kind} {name!r} registered twice; pass replace=True to "
                                         "replace it (e.g. when a notebook cell runs again)")
@@ -186,6 +195,8 @@ ALGORITHMS: dict[str, AlgorithmPair] = {}
 def register_algorithm(name: str, *, client: str, server: str, replace: bool = False) -> None:
     """Make ``algorithm = name`` select ``client.name = client`` and ``server.name = server``
     (``replace=True``: a name registered before now means this pair, as :meth:`Registry.register`)."""
+    if replace:
+        _load_builtins()
     if name in ALGORITHMS and not replace:
         raise RegistrationError(f"algorithm {name!r} registered twice; pass replace=True to replace it")
     ALGORITHMS[name] = AlgorithmPair(client, server)
