@@ -99,25 +99,39 @@ class MlflowTracker(Tracker):
 
     def start(self, context: TrackingContext, saved: Optional[dict[str, Any]]) -> dict[str, Any]:
         with self._environment():
-            from mlflow.tracking import MlflowClient
+            from mlflow.exceptions import MlflowException
 
             uri = saved["tracking_uri"] if saved else (context.options.mlflow_uri
                                                        or default_tracking_uri(context.run_dir))
             check_server(uri)
-            self.client = MlflowClient(tracking_uri=uri)
-            if saved:
-                self.run_id = saved["run_id"]
-                self.client.update_run(self.run_id, status="RUNNING")
-                return dict(saved)
-            experiment_id = self._experiment_id(context.project)
-            # setting and seed as tags: the MLflow runs table groups the seeds of a setting by them.
-            tags = {"fedhet.run_dir": str(context.run_dir.resolve()), "setting": context.setting,
-                    "seed": str(context.seed)}
-            if context.sweep is not None:
-                tags["fedhet.sweep"] = context.sweep
-            run = self.client.create_run(experiment_id, run_name=context.run_name, tags=tags)
-            self.run_id = run.info.run_id
-            return {"tracking_uri": uri, "experiment_id": experiment_id, "run_id": self.run_id}
+            try:
+                return self._start(context, saved, uri)
+            except MlflowException as error:
+                if urllib.parse.urlparse(uri).scheme not in ("http", "https"):
+                    raise
+                # Something answers there, but not as an MLflow server does (another web server's 404).
+                raise MlflowServerUnreachableError(
+                    f"run.mlflow_uri = {uri!r}: the server there does not answer as an MLflow tracking server "
+                    f"({str(error).splitlines()[0][:200] if str(error) else type(error).__name__}); check the "
+                    "URI, or leave run.mlflow_uri unset for the local store beside the run directory") from None
+
+    def _start(self, context: TrackingContext, saved: Optional[dict[str, Any]], uri: str) -> dict[str, Any]:
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient(tracking_uri=uri)
+        if saved:
+            self.run_id = saved["run_id"]
+            self.client.update_run(self.run_id, status="RUNNING")
+            return dict(saved)
+        experiment_id = self._experiment_id(context.project)
+        # setting and seed as tags: the MLflow runs table groups the seeds of a setting by them.
+        tags = {"fedhet.run_dir": str(context.run_dir.resolve()), "setting": context.setting,
+                "seed": str(context.seed)}
+        if context.sweep is not None:
+            tags["fedhet.sweep"] = context.sweep
+        run = self.client.create_run(experiment_id, run_name=context.run_name, tags=tags)
+        self.run_id = run.info.run_id
+        return {"tracking_uri": uri, "experiment_id": experiment_id, "run_id": self.run_id}
 
     def _experiment_id(self, name: str) -> str:
         with _store_lock(started(self.client, self.name).tracking_uri):

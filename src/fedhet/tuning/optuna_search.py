@@ -10,6 +10,7 @@ continued search is rebuilt from the study alone, without running anything again
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -80,10 +81,28 @@ def _open_study(optuna, settings, journal_path: Path):
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
-    storage = JournalStorage(JournalFileBackend(str(journal_path)))
     pruner = optuna.pruners.MedianPruner(n_startup_trials=settings.startup_trials, n_warmup_steps=0)
-    return optuna.create_study(study_name=STUDY_NAME, storage=storage, direction=settings.criterion.direction,
-                               pruner=pruner, load_if_exists=True)
+    try:
+        storage = JournalStorage(JournalFileBackend(str(journal_path)))     # replays the journal
+        return optuna.create_study(study_name=STUDY_NAME, storage=storage, direction=settings.criterion.direction,
+                                   pruner=pruner, load_if_exists=True)
+    except json.JSONDecodeError as error:
+        # A line damaged before the journal's last one (a torn last line is cut off above): Optuna
+        # cannot replay the search from it, and dropping the line would change the study.
+        raise TuneError(f"{journal_path}: line {_first_bad_line(journal_path)} is not a JSON record ({error.msg}); "
+                        "the search cannot be replayed from it: restore the file, or move it aside to start the "
+                        "search again") from None
+
+
+def _first_bad_line(journal_path: Path) -> int | str:
+    """The number of the journal's first line that is not JSON (``?`` when none is found)."""
+    with open(journal_path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                json.loads(line)
+            except ValueError:
+                return number
+    return "?"
 
 
 def _from_study(frozen, criterion) -> TrialRecord:
