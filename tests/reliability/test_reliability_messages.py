@@ -4,6 +4,7 @@ MLflow URI at a web server that is not MLflow."""
 from __future__ import annotations
 
 import http.server
+import io
 import os
 import threading
 
@@ -91,3 +92,50 @@ def test_an_mlflow_uri_at_a_server_that_is_not_mlflow_is_one_line(tmp_path):
     line = _one_line(caught.value)
     assert line.startswith(f"fedhet: run.mlflow_uri = '{uri}': the server there does not answer as an MLflow")
     assert not (tmp_path / "m" / "summary.json").exists()
+
+
+def test_a_full_disk_while_appending_metrics_names_the_file(tmp_path, monkeypatch):
+    import errno
+
+    from fedhet.engine import callbacks
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(callbacks.os, "write", full)
+    writer = callbacks.MetricsWriter(tmp_path / "metrics.jsonl")
+    with pytest.raises(OSError) as caught:
+        writer.on_round_end(None, {"round": 1, "test_accuracy": 0.5})
+    line, status = error_line(caught.value)
+    assert status == 1 and line.startswith(f"fedhet: {tmp_path / 'metrics.jsonl'}: no space left on the device")
+
+
+def test_fedhet_check_refuses_a_profile_file_that_fedhet_run_would_refuse(tmp_path, capsys):
+    from fedhet.cli import main
+
+    profiles = tmp_path / "profiles.csv"
+    profiles.write_text("client,device_flops,seconds_per_sample,uplink_bps,downlink_bps,latency\n0,nan,,1e6,1e7,0\n")
+    sets = [item for pair in (("--set", s) for s in [*SMALL, "system.profiles=file",
+                                                        f"system.profile_file={profiles}"]) for item in pair]
+    config = tmp_path / "c.toml"
+    config.write_text("[run]\nname = 'c'\n")
+    assert main(["check", str(config), *sets]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "device_flops = 'nan'" in err[0] and str(profiles) in err[0]
+
+
+def test_report_group_by_without_a_key_is_refused(tmp_path):
+    from fedhet.report.commands import report_command
+
+    stderr = io.StringIO()
+    assert report_command([str(tmp_path)], out=str(tmp_path / "r"), group_by=",,,", stdout=io.StringIO(),
+                          stderr=stderr) == 2
+    assert "--group-by = ',,,': name at least one configuration key" in stderr.getvalue()
+
+
+def test_a_second_tune_on_one_directory_is_told_a_tune_may_hold_it(tmp_path):
+    from fedhet.engine.rundir_lock import DirectoryLock, RunDirectoryInUseError
+
+    with DirectoryLock(tmp_path, what="tune directory"):
+        with pytest.raises(RunDirectoryInUseError, match=r"tune directory .* \(another fedhet run, resume, sweep, tune"):
+            DirectoryLock(tmp_path, what="tune directory").acquire()

@@ -117,6 +117,11 @@ class MetricsWriter(Callback):
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             write_fully(fd, line.encode("utf-8"))
+        except OSError as error:
+            if error.filename is not None or error.errno is None:
+                raise
+            # os.write names no file: the one-line error must say which (a full disk mid-run).
+            raise OSError(error.errno, error.strerror or str(error), str(self.path)) from error
         finally:
             os.close(fd)
         return False
