@@ -43,7 +43,7 @@ def test_a_system_setting_the_policy_or_source_does_not_read_is_refused(small_co
     with pytest.raises(ConfigError) as caught:
         small_config(*sets)
     line = _one_line(caught.value)
-    assert key in line and f"applies only to {allowed}" in line
+    assert key in line and f"takes effect only when {allowed}" in line
 
 
 def test_settings_the_policy_reads_are_still_accepted(small_config):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from fedhet.core.options import ConfigError, option
+from fedhet.core.options import ConfigError, option, refuse_inactive
 
 POLICIES = ("sync", "deadline", "overcommit")
 PROFILE_SOURCES = ("lognormal", "tiers", "file")
@@ -61,14 +61,11 @@ class SystemOptions:
             raise ConfigError(f"{section}.partial_work", True, "applies only to system.policy = 'deadline'")
         # A key that only one policy or profile source reads is refused elsewhere, as partial_work is
         # and unknown keys are: a deadline under 'sync' would otherwise be silently ignored.
-        defaults = {field.name: field.default for field in dataclasses.fields(self)}
-        for key, readers, setting in (
-                ("deadline", ("deadline",), "policy"), ("overcommit", ("overcommit",), "policy"),
-                *((key, ("lognormal",), "profiles") for key in _LOGNORMAL_KEYS),
-                ("latency", ("lognormal", "tiers"), "profiles")):
-            value = getattr(self, key)
-            if getattr(self, setting) not in readers and value != defaults[key]:
-                allowed = " or ".join(repr(reader) for reader in readers)
-                raise ConfigError(f"{section}.{key}", value,
-                                  f"applies only to system.{setting} = {allowed} (here {getattr(self, setting)!r}); "
-                                  f"remove it or set it to its default {defaults[key]!r}")
+        refuse_inactive(self, section, ("deadline",), active=self.policy == "deadline",
+                        condition=f"{section}.policy = 'deadline' (here {self.policy!r})")
+        refuse_inactive(self, section, ("overcommit",), active=self.policy == "overcommit",
+                        condition=f"{section}.policy = 'overcommit' (here {self.policy!r})")
+        refuse_inactive(self, section, _LOGNORMAL_KEYS, active=self.profiles == "lognormal",
+                        condition=f"{section}.profiles = 'lognormal' (here {self.profiles!r})")
+        refuse_inactive(self, section, ("latency",), active=self.profiles != "file",
+                        condition=f"{section}.profiles = 'lognormal' or 'tiers' (a profile file has its own)")
