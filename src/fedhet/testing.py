@@ -270,9 +270,10 @@ def import_user_modules(modules: Iterable[str]) -> None:
             spec = importlib.util.spec_from_file_location(path.stem, path)
             if spec is None or spec.loader is None:
                 raise FedhetError(f"--module {module}: Python cannot load this file as a module")
+            loader = spec.loader
             loaded = importlib.util.module_from_spec(spec)
             sys.modules[path.stem] = loaded
-            _import_guarded(module, lambda: spec.loader.exec_module(loaded))
+            _import_guarded(module, lambda: loader.exec_module(loaded))
         else:
             try:
                 _import_guarded(module, lambda: importlib.import_module(module), missing_ok=True)
