@@ -41,6 +41,25 @@ def test_a_replace_of_a_builtin_in_a_fresh_process_replaces_it(tmp_path):
     assert "registered twice" not in result.stderr and "kill and resume" in result.stdout
 
 
+def test_a_replace_registered_before_fedhets_components_outlives_the_builtins_registration(tmp_path):
+    import subprocess
+    import sys
+
+    from helpers_reliability import subprocess_env
+
+    (tmp_path / "replace_fedavg.py").write_text(REPLACE_FEDAVG)
+    script = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+              "import replace_fedavg\n"                      # before fedhet.components: a fresh process
+              "assert 'fedhet.components' not in sys.modules\n"
+              "import fedhet.components\n"
+              "from fedhet.core.registry import SERVERS\n"
+              "print(SERVERS.get('fedavg').factory.__module__)\n")
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
+                            env=subprocess_env(), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "replace_fedavg"
+
+
 @pytest.mark.parametrize("body,expected", [
     ("raise RuntimeError('no GPU here')", r"importing it failed \(.*line 1\): RuntimeError: no GPU here"),
     ("def broken(:\n    pass", r"importing it failed \(line 1\): SyntaxError"),

@@ -94,11 +94,8 @@ class Entry:
         return declaration.reason if isinstance(declaration, NotAGradientStep) else None
 
 
-def _load_builtins() -> None:
-    """Register the built-in components now. A user's ``replace=True`` of a built-in name (in a module
-    imported before fedhet's own components) must come after the built-in's registration, else the
-    built-in's later registration collides with it; the built-ins never pass ``replace=True``."""
-    import fedhet.components  # noqa: F401
+def _is_fedhets(factory: Callable[..., Any]) -> bool:
+    return str(getattr(factory, "__module__", "") or "").split(".")[0] == "fedhet"
 
 
 class Registry:
@@ -107,6 +104,9 @@ class Registry:
     def __init__(self, kind: str):
         self.kind = kind
         self._entries: dict[str, Entry] = {}
+        # Names first registered with replace=True: a user's module imported before fedhet's own
+        # components (a fresh process) replaces a built-in that is not registered yet.
+        self._replaced_early: set[str] = set()
 
     def register(self, name: str, options_cls: type, *, client: str | None = None,
                  client_options_cls: type | None = None,
@@ -123,8 +123,10 @@ class Registry:
     def _decorator(self, name: str, options_cls: type, replace: bool,
                    **fields: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         def decorator(factory: Callable[..., Any]) -> Callable[..., Any]:
-            if replace:
-                _load_builtins()
+            if name in self._replaced_early and not replace and _is_fedhets(factory):
+                return factory      # the built-in's own registration, after the user's replacement: it stands
+            if replace and name not in self._entries:
+                self._replaced_early.add(name)
             if name in self._entries and not replace:
                 raise RegistrationError(f"{self.kind} {name!r} registered twice; pass replace=True to "
                                         "replace it (e.g. when a notebook cell runs again)")
@@ -190,13 +192,16 @@ class AlgorithmPair:
 
 
 ALGORITHMS: dict[str, AlgorithmPair] = {}
+_ALGORITHMS_REPLACED_EARLY: set[str] = set()
 
 
 def register_algorithm(name: str, *, client: str, server: str, replace: bool = False) -> None:
     """Make ``algorithm = name`` select ``client.name = client`` and ``server.name = server``
     (``replace=True``: a name registered before now means this pair, as :meth:`Registry.register`)."""
-    if replace:
-        _load_builtins()
+    if name in _ALGORITHMS_REPLACED_EARLY and not replace:
+        return          # a built-in pair registered after the user's replacement of it (Registry.register)
+    if replace and name not in ALGORITHMS:
+        _ALGORITHMS_REPLACED_EARLY.add(name)
     if name in ALGORITHMS and not replace:
         raise RegistrationError(f"algorithm {name!r} registered twice; pass replace=True to replace it")
     ALGORITHMS[name] = AlgorithmPair(client, server)
