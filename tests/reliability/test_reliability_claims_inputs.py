@@ -77,11 +77,11 @@ def test_regime_values_of_the_keys_type_are_accepted(tmp_path):
 def test_export_never_overwrites_an_existing_runs_different_config(tmp_path):
     directory = _claims(tmp_path)
     out = tmp_path / "out"
-    quiet = {"stdout": io.StringIO(), "stderr": io.StringIO()}
-    assert export_command(out=str(out), claims_dir=str(directory), **quiet) == 0
+    assert export_command(out=str(out), claims_dir=str(directory), stdout=io.StringIO(), stderr=io.StringIO()) == 0
     config = out / "tiny" / "tiny__fedavg__seed=1" / "config.toml"
     default_tier = config.read_bytes()
-    assert export_command(out=str(out), claims_dir=str(directory), **quiet) == 0        # the same: a no-op
+    # the same export again: a no-op
+    assert export_command(out=str(out), claims_dir=str(directory), stdout=io.StringIO(), stderr=io.StringIO()) == 0
     stderr = io.StringIO()
     assert export_command(out=str(out), claims_dir=str(directory), tier="quick", stdout=io.StringIO(),
                           stderr=stderr) == 2
