@@ -10,7 +10,9 @@ Many runs (what the sweep uses): ``python -m fedhet.sweep.worker --serve`` reads
 per line on standard input, ``{"run_dir": ..., "resume": bool, "config": TOML or null}``, runs it
 with everything the process has already paid for (the interpreter, torch and fedhet imported, the
 datasets loaded: :class:`fedhet.engine.dataset_cache.DatasetCache`) and answers one line on
-standard output, ``{"run_dir": ..., "status": 0 or 1}``, after the run. While a run executes, the
+standard output, ``{"run_dir": ..., "status": S}``, after the run (S: 0 when it finished, else the
+command line's status of its failure: 1 the machine, 2 the run's input, 3 a bug; a malformed request
+line is answered with 2 and one stderr line, and the worker goes on). While a run executes, the
 process's standard output and error (file descriptors 1 and 2, so C-level messages too) go to that
 run's ``sweep.log``. Each run builds its own model, state and random streams from its configuration,
 so it computes the same numbers as alone (tests/sweep/test_sweep_worker_serve.py); the
