@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -320,14 +321,18 @@ def _command_traces_convert(args: argparse.Namespace) -> int:
 
 def _command_traces_generate(args: argparse.Namespace) -> int:
     from fedhet.core.traces import write_trace
-    from fedhet.system.synthetic import synthetic_trace
+    from fedhet.system.synthetic import MAX_SPREAD, synthetic_trace
 
     for flag, value in (("--clients", args.clients), ("--horizon", args.horizon), ("--mean-on", args.mean_on),
                         ("--mean-off", args.mean_off)):
         if not value > 0:
             raise ConfigError(flag, value, "must be positive")
+        if isinstance(value, float) and not math.isfinite(value):     # a trace of an infinite horizon never ends
+            raise ConfigError(flag, value, "must be a finite number")
     if not args.spread >= 0:
         raise ConfigError("--spread", args.spread, "must be 0 or more")
+    if not args.spread <= MAX_SPREAD:
+        raise ConfigError("--spread", args.spread, f"must be at most {MAX_SPREAD:g} (a factor e^{MAX_SPREAD:g} per sigma)")
     trace = synthetic_trace(args.clients, seed=args.seed, horizon=args.horizon, mean_on=args.mean_on,
                             mean_off=args.mean_off, spread=args.spread)
     write_trace(trace, args.out)

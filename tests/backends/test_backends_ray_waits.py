@@ -73,6 +73,56 @@ def test_H1_sweep_ray_address_at_a_non_ray_listener_is_refused(http_server):
             pass
 
 
+def _ray_that_must_not_start():
+    def init(**_kwargs):
+        raise AssertionError("ray.init was called before the actors' memory was checked")
+    return types.SimpleNamespace(is_initialized=lambda: False, init=init, shutdown=lambda: None)
+
+
+def test_too_many_local_actors_are_refused_before_ray_starts(tmp_path, monkeypatch, capsys):
+    """A local Ray of run.ray_actors CPUs starts that many workers: on a small machine its startup
+    timed out (an internal error after 37 s) before the memory check at the first round was reached."""
+    from fedhet.cli import main
+    from small_run import small_toml
+
+    config = tmp_path / "small.toml"
+    config.write_text(small_toml(rounds=2, progress=False, out_dir=str(tmp_path), name="many", backend="ray",
+                                 ray_actors=100))
+    monkeypatch.setattr(ray_backend, "import_ray", _ray_that_must_not_start)
+    monkeypatch.setattr("fedhet.core.memory.available_memory", lambda *args: 4 * 10**9)
+    started = time.monotonic()
+    status = main(["run", str(config)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2, err
+    assert err[-1].startswith("fedhet: run.ray_actors = 100: about 25.0 GB for 100 actor processes")
+    assert "Traceback" not in "\n".join(err) and time.monotonic() - started < 30
+
+
+def test_a_local_ray_that_fails_to_start_is_one_line_and_leaves_no_temp_dir(monkeypatch, tmp_path):
+    from fedhet.error_lines import error_line
+
+    made = []
+
+    def owned(prefix):
+        made.append(tmp_path / f"{prefix}1")
+        made[-1].mkdir()
+        return made[-1]
+
+    def init(**_kwargs):
+        raise Exception("The current node timed out during startup. This could happen because ...")  # noqa: TRY002
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=init, shutdown=lambda: None)
+    monkeypatch.setattr(ray_backend, "import_ray", lambda: fake)
+    monkeypatch.setattr(ray_backend, "owned_temp_dir", owned)
+    monkeypatch.setattr(ray_backend, "remove_orphaned_temp_dirs", lambda prefix: None)
+    with pytest.raises(ray_backend.RayStartError) as caught:
+        ray_backend.RaySession(None, num_cpus=40, num_gpus=0.0)
+    line, status = error_line(caught.value)
+    assert line.startswith("fedhet: could not start a local Ray with 40 CPU(s) (The current node timed out during "
+                           "startup. ") and "lower run.ray_actors" in line
+    assert status == 2 and made and not made[0].exists()
+
+
 def test_R4_local_actors_beyond_free_memory_are_refused():
     from fedhet.backends.ray_backend import RayActorsTooManyError, check_local_actors_fit
     from fedhet.error_lines import error_line

@@ -276,3 +276,83 @@ def test_backend_flag_sets_every_runs_backend(claims_dir, finished, tmp_path):
     assert run_command(claims_dir=str(claims_dir), out=str(finished[0]), jobs=1, backend="vectorized",
                        dry_run=True, stdout=listing, stderr=io.StringIO()) in (0, 2)
     assert "differs from the sweep's in run.backend" in listing.getvalue()
+
+
+def test_a_diverged_run_enters_with_the_failure_value_and_is_flagged(claims_dir, finished, tmp_path):
+    """A planned run that stopped on a diverged round counts as the claim's failure_value (chance accuracy)
+    instead of being dropped; without a failure_value it is missing; a run killed (no marker) is missing."""
+    from fedhet.claims.definitions import load_suite
+    from fedhet.claims.evaluate import evaluate_claims
+
+    out = tmp_path / "runs"
+    shutil.copytree(finished[0] / "tiny", out / "tiny")
+    run_dir = out / "tiny" / "tiny__fedavgm__seed=2"
+    (run_dir / "summary.json").unlink()                     # unfinished...
+    (run_dir / "diverged.json").write_text('{"round": 3, "reason": "a test"}')   # ...because it diverged
+    killed = out / "tiny" / "tiny__fedavg__seed=3"
+    (killed / "summary.json").unlink()                      # unfinished, no marker: killed
+
+    (plain,) = evaluate_claims(load_suite(claims_dir), load_suite(claims_dir).claims, out)
+    assert 2 not in plain.comparisons[0].method.values and plain.comparisons[0].method.missing == 1
+
+    directory = tmp_path / "claims"
+    shutil.copytree(claims_dir, directory)
+    claim = directory / "momentum.toml"
+    claim.write_text(claim.read_text().replace('delta = 0.01\n', 'delta = 0.01\nfailure_value = 0.1\n', 1))
+    suite = load_suite(directory)
+    (result,) = evaluate_claims(suite, suite.claims, out)
+    accuracy, e_ludd = result.comparisons
+    assert accuracy.method.values[2] == 0.1 and accuracy.method.diverged == (2,)
+    assert "fedavgm seed 2 diverged: counted as 10%" in accuracy.note
+    assert 3 not in accuracy.baseline.values                 # killed, not diverged: still missing
+    assert 2 not in e_ludd.method.values                     # the failure value is an accuracy
+
+    claim.write_text(claim.read_text().replace("failure_value = 0.1", "failure_value = 10"))
+    from fedhet.claims.definitions import ClaimsError
+    with pytest.raises(ClaimsError, match=r"failure_value = 10: an accuracy in \[0, 1\]"):
+        load_suite(directory)
+
+
+def test_the_headroom_gate(claims_dir, finished, tmp_path, monkeypatch):
+    """No verdict when the best baseline ends within delta of the IID reference; a verdict otherwise."""
+    from fedhet.claims import evaluate
+    from fedhet.claims.definitions import ClaimsError, load_suite
+    from fedhet.claims.render import claim_verdict_text
+
+    directory = tmp_path / "claims"
+    shutil.copytree(claims_dir, directory)
+    iid = PROTOCOLS.replace("[protocol.tiny", "[protocol.iid").replace('"Synthetic, 12 clients"', '"iid"')
+    iid = iid.replace('base = "base/tiny.toml"', 'base = "base/tiny.toml"\nset = { "partition.name" = "iid" }')
+    (directory / "protocols.toml").write_text(PROTOCOLS + iid)
+    gate = ('\n[headroom]\nreference = "iid/fedavg"\nbaselines = ["tiny/fedavg"]\nmetric = "last_accuracy"\n'
+            'delta = 0.01\n\n[[comparison]]\nmethod = "tiny/fedavgm"\nbaseline = "iid/fedavg"\nrole = "reported"\n')
+    claim = directory / "momentum.toml"
+    claim.write_text(CLAIM.replace('delta = 0.01\n', 'delta = 0.01\n' + gate.split("\n\n[[comparison]]")[0] + "\n", 1)
+                     + "\n[[comparison]]" + gate.split("[[comparison]]")[1])
+    suite = load_suite(directory)
+    out = tmp_path / "runs"
+    shutil.copytree(finished[0] / "tiny", out / "tiny")
+    means = {}
+    real_side_values = evaluate.side_values
+
+    def side_values(suite, index, side, comparison, *, tier, failure_value=None):
+        result = real_side_values(suite, index, side, comparison, tier=tier, failure_value=failure_value)
+        if side.text in means:
+            result = evaluate.SideValues(side, (), {1: means[side.text], 2: means[side.text]},
+                                         evaluate.describe([means[side.text]] * 2), 0, "x")
+        return result
+
+    monkeypatch.setattr(evaluate, "side_values", side_values)
+    means.update({"iid/fedavg": 0.80, "tiny/fedavg": 0.795})           # within 1 point: no headroom
+    (result,) = evaluate.evaluate_claims(suite, suite.claims, out)
+    assert not result.tested and result.verdict == "not tested"
+    assert claim_verdict_text(result).startswith("not tested: no headroom at this scale (trend: ")
+    assert any("tiny/fedavg ends at 79.50%, within 1 points of the IID reference iid/fedavg at 80.00%" in r
+               for r in result.below_regime)
+    means.update({"iid/fedavg": 0.80, "tiny/fedavg": 0.785})           # 1.5 points below: room to show a gain
+    (result,) = evaluate.evaluate_claims(suite, suite.claims, out)
+    assert result.tested
+
+    claim.write_text(claim.read_text().replace('baselines = ["tiny/fedavg"]', 'baselines = ["tiny/nosuch"]'))
+    with pytest.raises(ClaimsError, match="headroom"):
+        load_suite(directory)

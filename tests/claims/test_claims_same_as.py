@@ -36,3 +36,26 @@ def test_bad_references_and_changed_values_are_refused(change, message):
     with pytest.raises(SameAsError) as error:
         resolve_same_as({**RAW, **change})
     assert message in str(error.value) and isinstance(error.value, ValueError)
+
+
+def test_an_arm_may_change_only_the_keys_it_declares_tuned():
+    raw = {**RAW, "p/fedavg_aware": {"same_as": "p/fedavg", "tuned": ["server.learning_rate"],
+                                     "lr_source": "pending: its own search", "server": {"aware": True,
+                                                                                       "learning_rate": 4.0}}}
+    arm = resolve_same_as(raw)["p/fedavg_aware"]
+    assert arm["server.learning_rate"] == 4.0 and arm["server.name"] == "fedavg"
+    assert arm["tuned"] == ["server.learning_rate"] and arm["lr_source"] == "pending: its own search"
+    assert arm["full"] == {"client.lr_decay": 0.998}            # everything else is still the reference's
+    changed = {**raw, "p/fedavg_aware": {**raw["p/fedavg_aware"], "full": {"client.lr_decay": 0.99}}}
+    with pytest.raises(SameAsError, match="changes client.lr_decay"):
+        resolve_same_as(changed)
+
+
+@pytest.mark.parametrize("arm, message", [
+    ({"same_as": "p/fedavg", "tuned": ["server.learning_rate"]}, "gives its own lr_source"),
+    ({"same_as": "p/fedavg", "tuned": "server.learning_rate", "lr_source": "pending: x"}, "a list of dotted"),
+    ({"tuned": ["server.learning_rate"], "lr_source": "pending: x"}, "this method has no same_as"),
+])
+def test_tuned_keys_are_declared_properly(arm, message):
+    with pytest.raises(SameAsError, match=message):
+        resolve_same_as({**RAW, "p/fedavg_aware": arm})

@@ -1,12 +1,29 @@
 """The verdict rule of fedhet.claims.verdict on hand-made seed tables (paired and Welch intervals of
-fedhet.report.difference, the four outcomes with delta, `all` and `most`), and its t quantile against SciPy."""
+fedhet.report.difference, the five outcomes with delta, `all` and `most`), and its t quantile against SciPy."""
 from __future__ import annotations
 
+import itertools
 import math
+import random
 
 import pytest
 
-from fedhet.claims.verdict import CONTRADICTED, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, claim_verdict, oriented, outcome
+from fedhet.claims.verdict import (
+    CONTRADICTED,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    OUTCOMES,
+    REGIONS,
+    SMALLER,
+    adjusted_confidence,
+    claim_regions,
+    claim_verdict,
+    oriented,
+    outcome,
+    region,
+    same_in_effect,
+)
 from fedhet.report.difference import paired_difference, t_cdf, t_quantile, welch_difference
 
 
@@ -83,14 +100,49 @@ def _d(low: float, high: float):
 
 
 @pytest.mark.parametrize("low, high, delta, expected", [
-    (0.005, 0.03, 0.01, HOLDS),                # clears zero (even if short of delta)
+    (0.005, 0.03, 0.01, HOLDS),                # clears zero and reaches delta
+    (0.005, 0.008, 0.01, SMALLER),             # clears zero, excludes an effect as large as delta
+    (0.0036, 0.0070, 0.01, SMALLER),           # 2026-11-25's FedSpeed vs FedAvg, +0.53 [+0.36, +0.70]: was "holds"
     (-0.03, -0.001, 0.01, CONTRADICTED),       # wholly on the wrong side
     (-0.02, 0.008, 0.01, NOT_REPRODUCED),      # reaches 0 but excludes an effect as large as delta
     (-0.02, 0.015, 0.01, INCONCLUSIVE),        # reaches both 0 and delta
-    (-0.162, 0.062, 0.01, INCONCLUSIVE),       # 2026-11-23's [-16.2, +6.2]: no longer "not reproduced"
+    (-0.162, 0.062, 0.01, INCONCLUSIVE),       # 2026-11-23's [-16.2, +6.2]
 ])
-def test_four_outcomes_of_a_greater_comparison(low, high, delta, expected):
+def test_five_outcomes_of_a_greater_comparison(low, high, delta, expected):
     assert outcome(_d(low, high), "greater", delta=delta) == expected
+
+
+@pytest.mark.parametrize("low, high, delta, expected", [
+    # every edge of the five regions, exactly on it
+    (0.0, 0.02, 0.01, INCONCLUSIVE),           # lo = 0 is not "> 0"
+    (0.0, 0.005, 0.01, NOT_REPRODUCED),
+    (0.001, 0.01, 0.01, HOLDS),                # hi = delta reaches delta
+    (-0.01, 0.01, 0.01, INCONCLUSIVE),
+    (-0.01, 0.0, 0.01, NOT_REPRODUCED),        # hi = 0 is not "< 0"
+    (-0.01, -1e-12, 0.01, CONTRADICTED),
+    (0.0, 0.0, 0.01, NOT_REPRODUCED),          # a zero-width interval at 0
+    (0.01, 0.01, 0.01, HOLDS),
+    (-0.01, 0.0, 0.0, INCONCLUSIVE),           # delta = 0 (not worse): no "smaller", no "not reproduced"
+    (0.001, 0.002, 0.0, HOLDS),
+])
+def test_edges_of_the_regions(low, high, delta, expected):
+    assert region(low, high, delta) == expected
+
+
+def test_no_interval_gets_two_outcomes_and_the_order_of_checks_does_not_matter():
+    edges = (-0.02, -0.01, -1e-9, 0.0, 1e-9, 0.005, 0.01 - 1e-9, 0.01, 0.01 + 1e-9, 0.02)
+    generator = random.Random(0)
+    orders = [list(REGIONS.items())]
+    for _ in range(20):
+        shuffled = list(REGIONS.items())
+        generator.shuffle(shuffled)
+        orders.append(shuffled)
+    for delta in (0.0, 0.01):
+        for low, high in itertools.combinations_with_replacement(edges, 2):
+            inside = [name for name, holds in REGIONS.items() if holds(low, high, delta)]
+            assert len(inside) == 1, (low, high, delta, inside)
+            firsts = {next(name for name, holds in order if holds(low, high, delta)) for order in orders}
+            assert firsts == {region(low, high, delta)}
 
 
 def test_less_flips_the_interval():
@@ -118,23 +170,73 @@ def test_one_seed_is_inconclusive_whatever_the_gap():
     assert outcome(paired_difference({}, {}), "greater", delta=0.01) == INCONCLUSIVE
 
 
-H, C, N, I = HOLDS, CONTRADICTED, NOT_REPRODUCED, INCONCLUSIVE
+H, S, C, N, I = HOLDS, SMALLER, CONTRADICTED, NOT_REPRODUCED, INCONCLUSIVE
 
 
-@pytest.mark.parametrize("outcomes, all_, most", [
-    ([H, H, H, H], H, H),
-    ([H, H, H, I], I, H),          # most: 3 of 4 hold, none contradicted
-    ([H, H, H, C], C, N),          # most: a contradiction rules "holds" out, but not most are contradicted
-    ([H, H, I, I], I, I),          # most: half is not more than half; could still become 3
-    ([H, H, N, N], N, N),          # most: at best 2 of 4
-    ([H, N, N, I], N, N),
-    ([C, C, C, H], C, C),          # most: more than half contradicted
-    ([I, I, I], I, I),
-    ([H], H, H),
-    ([], I, I),
+@pytest.mark.parametrize("outcomes, adjusted, all_, most", [
+    ([H, H, H, H], 0, H, H),
+    ([H, H, H, I], 0, I, H),          # most: 3 of 4 hold
+    ([H, H, H, C], 1, C, H),          # most: one contradicted exception ("most ... except")
+    ([H, H, H, C], 0, N, H),          # all: contradicted at 95% only, not at the adjusted level
+    ([H, H, I, I], 0, I, I),          # most: half is not more than half; could still become 3
+    ([H, H, N, N], 0, N, N),          # most: at best 2 of 4
+    ([H, N, N, I], 0, N, N),
+    ([C, C, C, H], 2, C, C),          # more than half contradicted
+    ([H, S, S, H], 0, S, S),          # every one real on the claimed side, two below delta
+    ([H, S, S, I], 0, N, S),          # all: can no longer hold; most: even with I holding, 2 of 4 is not more than half
+    ([H, S, S, N], 0, N, S),          # most: 3 of 4 real, at most 1 can hold
+    ([S, S, S], 0, S, S),
+    ([I, I, I], 0, I, I),
+    ([H], 0, H, H),
+    ([], 0, I, I),
 ])
-def test_all_and_most(outcomes, all_, most):
-    assert claim_verdict(outcomes, "all") == all_
+def test_all_and_most(outcomes, adjusted, all_, most):
+    assert claim_verdict(outcomes, "all", adjusted_contradicted=adjusted) == all_
     assert claim_verdict(outcomes, "most") == most
     with pytest.raises(ValueError, match="allowed: all, most"):
         claim_verdict(outcomes, "some")
+
+
+def test_all_needs_the_adjusted_count_and_it_cannot_exceed_the_95_percent_one():
+    with pytest.raises(ValueError, match="adjusted_contradicted"):
+        claim_verdict([H, C], "all")
+    with pytest.raises(ValueError, match="adjusted interval contains"):
+        claim_verdict([H, C], "all", adjusted_contradicted=2)
+
+
+def test_every_table_of_counts_gets_exactly_one_claim_outcome():
+    for quantifier in ("all", "most"):
+        regions = claim_regions(quantifier)
+        for n in range(1, 7):
+            for counts in itertools.product(range(n + 1), repeat=len(OUTCOMES)):
+                if sum(counts) != n:
+                    continue
+                table = dict(zip(OUTCOMES, counts))
+                for adjusted in range(table[C] + 1):
+                    inside = [name for name, holds in regions.items() if holds(table, adjusted)]
+                    assert len(inside) == 1, (quantifier, table, adjusted, inside)
+
+
+def test_adjusted_confidence_is_bonferroni():
+    assert adjusted_confidence(1) == pytest.approx(0.95)
+    assert adjusted_confidence(4) == pytest.approx(1 - 0.05 / 4)
+    # the adjusted interval of the same seeds is wider: t(1 - 0.0125 / 2, 4) / t(0.975, 4)
+    d95 = paired_difference({1: 0.1, 2: 0.3, 3: 0.2, 4: 0.25, 5: 0.15}, {s: 0.0 for s in range(1, 6)})
+    dadj = paired_difference({1: 0.1, 2: 0.3, 3: 0.2, 4: 0.25, 5: 0.15}, {s: 0.0 for s in range(1, 6)},
+                             adjusted_confidence(4))
+    ratio = (dadj.high - dadj.mean) / (d95.high - d95.mean)
+    assert ratio == pytest.approx(t_quantile(1 - 0.0125 / 2, 4) / t_quantile(0.975, 4))
+    stats = pytest.importorskip("scipy.stats")
+    assert t_quantile(1 - 0.0125 / 2, 4) == pytest.approx(stats.t.ppf(1 - 0.0125 / 2, 4), rel=1e-9)
+
+
+def test_same_in_effect_within_a_tenth_of_delta():
+    fedavg = {1: 0.7778, 2: 0.7711, 3: 0.7760, 4: 0.7723, 5: 0.7740}
+    # FedProx at a degenerate mu: the same model to 0.01 points per seed
+    fedprox = {s: v + (0.0001 if s % 2 else -0.0001) for s, v in fedavg.items()}
+    assert same_in_effect(fedavg, fedprox, 0.01)
+    assert same_in_effect(fedavg, fedavg, 0.0)                        # a side is the same as itself
+    shifted = {s: v + 0.002 for s, v in fedavg.items()}               # 0.2 points apart on every seed
+    assert not same_in_effect(fedavg, shifted, 0.01)
+    assert not same_in_effect(fedavg, fedprox, 0.0)                   # no delta, no rule
+    assert not same_in_effect({1: 0.5}, {1: 0.5}, 0.01)               # one seed: no interval

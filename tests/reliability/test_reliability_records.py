@@ -74,6 +74,25 @@ def test_a_failed_write_is_an_error_not_a_silent_torn_line(tmp_path, monkeypatch
         MetricsWriter(tmp_path / "metrics.jsonl").on_round_end(None, {"round": 1, "test_accuracy": 0.5})
 
 
+@pytest.mark.parametrize("failing", ["write", "fsync"])
+def test_a_full_disk_while_appending_a_record_names_metrics_jsonl(tmp_path, monkeypatch, failing):
+    """os.write and os.fsync raise ENOSPC naming no file; the one-line error must say which file."""
+    from fedhet.error_lines import error_line
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(callbacks.os, failing, full_disk)
+    path = tmp_path / "metrics.jsonl"
+    with pytest.raises(OSError) as caught:
+        MetricsWriter(path).on_round_end(None, {"round": 1, "test_accuracy": 0.5})
+    monkeypatch.undo()
+    assert caught.value.filename == str(path)
+    line, status = error_line(caught.value)
+    assert line.startswith(f"fedhet: {path}: no space left on the device") and line.endswith("(ENOSPC)")
+    assert status == 1
+
+
 def test_L3_a_record_damaged_before_the_checkpoint_is_named_as_lost(small_config, tmp_path):
     """Campaign 2026-11-24 finding L3: a line damaged before the last checkpoint cannot be recomputed;
     the resume says which round is missing (and the model is unaffected) instead of losing it silently."""

@@ -76,6 +76,8 @@ def test_viewer_commands_name_each_tool():
     skinny = viewer_commands(state, run_dir, mlflow_ui=False)[1]
     assert skinny.startswith(single[1]) and "pip install mlflow" in skinny
     assert single[2] == "wandb sync '/runs/sweep/a b/wandb'/offline-run-*"
+    database = viewer_commands({"mlflow": {"tracking_uri": "sqlite:////runs/sweep/mlflow.db"}}, run_dir, mlflow_ui=True)
+    assert database == ["mlflow ui --backend-store-uri sqlite:////runs/sweep/mlflow.db --host 127.0.0.1"]
     server = viewer_commands({"mlflow": {"tracking_uri": "http://127.0.0.1:5000"}}, run_dir)
     assert server == ["MLflow: open http://127.0.0.1:5000"]
 

@@ -32,9 +32,9 @@ def test_each_sweep_run_is_one_tracked_run_grouped_by_the_sweep(tmp_path):
     assert [path.name for path in run_dirs] == ["grp__seed=1", "grp__seed=2"]
     states = [json.loads((path / "tracking.json").read_text()) for path in run_dirs]
 
-    # MLflow: one store in the sweep directory, one experiment named after the sweep, one run each.
+    # MLflow: one store (SQLite) in the sweep directory, one experiment named after the sweep, one run each.
     from mlflow.tracking import MlflowClient
-    uri = (sweep_dir / "mlruns").resolve().as_uri()
+    uri = "sqlite:///" + str((sweep_dir / "mlflow.db").resolve())
     assert {state["mlflow"]["tracking_uri"] for state in states} == {uri}
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("grp")

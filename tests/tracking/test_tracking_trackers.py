@@ -73,8 +73,8 @@ def test_mlflow_metric_history_equals_metrics_jsonl(tracked):
     root, run_dir, state = tracked
     expected = jsonl_series(run_dir)
     mlflow = state["mlflow"]
-    # The default store: a local file: store beside the run directory.
-    assert mlflow["tracking_uri"] == (root / "out" / "mlruns").resolve().as_uri()
+    # The default store: a local SQLite database beside the run directory (MLflow's default since 3.7).
+    assert mlflow["tracking_uri"] == "sqlite:///" + str((root / "out" / "mlflow.db").resolve())
     assert same_series(mlflow_series(mlflow["tracking_uri"], mlflow["run_id"], expected), expected)
 
     from mlflow.tracking import MlflowClient
@@ -93,6 +93,8 @@ def test_mlflow_metric_history_equals_metrics_jsonl(tracked):
     assert run.data.tags["setting"] == "tiny" and run.data.tags["seed"] == "1" and run.info.run_name == "tiny seed=1"
     artifacts = {info.path for info in client.list_artifacts(mlflow["run_id"], "plots")}
     assert artifacts == {"plots/partition.png", "plots/participation.png"}
+    # ... in the output folder (MLflow's default for a SQLite store would be ./mlruns in the working directory).
+    assert run.info.artifact_uri.startswith((root / "out" / "mlartifacts").resolve().as_uri() + "/")
     assert client.get_experiment(mlflow["experiment_id"]).name == "fedhet"
 
 
@@ -122,7 +124,9 @@ def test_nothing_written_outside_the_output_folder(tracked):
     assert outside == []
     runs = list((run_dir / "wandb").glob("*run-*"))
     assert runs and all(p.name.startswith("offline-run-") for p in runs)
-    assert sorted(p.name for p in (root / "out").iterdir()) == ["mlruns", "tiny"]
+    # MLflow: the database, its lock and the artifacts of its runs, beside the run directory.
+    assert sorted(p.name for p in (root / "out").iterdir()) == [".mlflow.db.fedhet-lock", "mlartifacts",
+                                                                 "mlflow.db", "tiny"]
     assert not math.isnan(json.loads((run_dir / "summary.json").read_text())["final_accuracy"])
 
 

@@ -68,32 +68,45 @@ def test_paired_comparisons_differ_only_in_the_method_and_share_every_tuned_valu
         a, b = _config(protocols, method, tier, 1), _config(protocols, baseline, tier, 1)
         differing = {k for k in set(a) | set(b) if k not in NAMING_KEYS and a.get(k) != b.get(k)}
         pm, pb = method.split("/")[0], baseline.split("/")[0]
+        # Keys a side searches apart from its same_as reference (an xAWARE arm's eta_g): they may differ, and
+        # until that search has run (lr_source "pending") the two sides may even be the same configuration.
+        own = {k for side in (method, baseline)
+               for k in protocols[side.split("/")[0]].methods[side.split("/")[1]].get("tuned", ())}
+        pending = any(protocols[side.split("/")[0]].methods[side.split("/")[1]]["lr_source"].startswith("pending")
+                      for side in (method, baseline))
         if pm == pb:
             # Same protocol: only the method's own keys differ (its component, its options, its step sizes).
             outside = {k for k in differing if k.split(".")[0] not in METHOD_SECTIONS}
             assert not outside, f"{claim}: {method} vs {baseline} differ in {sorted(outside)}"
-            assert differing, f"{claim}: {method} and {baseline} are the same configuration"
+            assert differing or (own and pending), f"{claim}: {method} and {baseline} are the same configuration"
         if _root(protocols, method) == _root(protocols, baseline):
             paired += 1
             root = _root(protocols, method)
-            # Every value the shared method sets, and every key its search tunes, is the same on both sides.
+            # Every value the shared method sets, and every key its search tunes, is the same on both sides,
+            # but for the keys a side declares tuned.
             root_protocol, root_method = root.split("/")
-            shared = set(protocols[root_protocol].overrides(root_method, tier)) | tuned_keys.get(root, set())
+            shared = (set(protocols[root_protocol].overrides(root_method, tier)) | tuned_keys.get(root, set())) - own
             assert not (shared & differing), f"{claim}: {method} vs {baseline} differ in {sorted(shared & differing)}"
-            if pm == pb:      # xAWARE vs raw: the only change is the AWARE extension
-                assert differing <= {"server.aware", "server.aware_alpha"}, (claim, sorted(differing))
+            if pm == pb:      # xAWARE vs raw: the only change is the AWARE extension and the arm's own eta_g
+                assert differing <= {"server.aware", "server.aware_alpha"} | own, (claim, sorted(differing))
             else:             # the same method in two hybrid settings: only the setting differs (partition,
                 # and Hybrid+'s client system), never the server side
                 assert not {k for k in differing if k.split(".")[0] in ("algorithm", "server")}, (claim, sorted(differing))
     assert paired >= 8 + 2        # four xAWARE pairs on two metrics, two degradation pairs
 
 
-def test_paired_arms_take_their_values_structurally(protocols):
-    for arm in ("fedavg_aware", "fedavgm_aware", "fedprox_aware", "fedyogi_aware"):
-        table = protocols["fedaware_dir01"].methods[arm]
-        raw = arm.removesuffix("_aware")
-        assert table["same_as"] == f"fedaware_dir01/{raw}"
-        assert table["lr_source"].startswith(protocols["fedaware_dir01"].methods[raw]["lr_source"])
+def test_paired_arms_take_their_values_structurally(protocols, plan):
+    searched = {s.target: s for s in plan.searches}
+    for raw in ("fedavg", "fedavgm", "fedprox", "fedyogi"):
+        arm, shared = (protocols["fedaware_dir01"].methods[f"{raw}_aware{suffix}"] for suffix in ("", "_shared"))
+        assert arm["same_as"] == shared["same_as"] == f"fedaware_dir01/{raw}"
+        assert arm["server.aware_alpha"] == shared["server.aware_alpha"] == 0.5        # AISTATS Appendix B.1
+        assert shared["lr_source"].startswith(protocols["fedaware_dir01"].methods[raw]["lr_source"])
+        # the tuned arm searches eta_g on its raw arm's grid, with its raw arm's criterion; the shared arm does not
+        assert arm["tuned"] == ["server.learning_rate"] and f"fedaware_dir01/{raw}_aware_shared" not in searched
+        own, reference = searched[f"fedaware_dir01/{raw}_aware"], searched[f"fedaware_dir01/{raw}"]
+        step = next(k for k in reference.knobs if k.key == "server.learning_rate")
+        assert [k.values for k in own.knobs] == [step.values] and own.criterion == reference.criterion
     for setting in ("fedaware_shards", "fedaware_hybrid_plus"):
         for method in ("fedavg", "fedaware"):
             assert protocols[setting].methods[method]["same_as"] == f"fedaware_dir01/{method}"
@@ -114,7 +127,7 @@ def test_tiers_sit_where_the_regime_says(protocols):
             rounds, every = configs[tier]["run.rounds"], configs[tier]["run.eval_every"]
             # The last-10% window averages at least 20 evaluations (FedAU) or every round of it (30).
             assert math.ceil(0.1 * rounds) // every >= 20, (name, tier)
-        assert len(tables.seeds["default"]) == 5 and tables.tuning_seed not in {
+        assert len(tables.seeds["default"]) == (10 if name.startswith("fedau") else 5) and tables.tuning_seed not in {
             s for seeds in tables.seeds.values() for s in seeds}
 
 
@@ -146,7 +159,8 @@ def test_the_plan_searches_every_raw_method_on_the_same_step_size_grid(plan):
         assert search.criterion.round is None          # read at the horizon: tuning horizon = evaluation horizon
         assert not search.criterion.text.startswith("test")
         if search.protocol.startswith("fedau"):
-            assert search.criterion.metric == "global_train_loss" and len(search.stages) == 2
+            assert search.criterion.metric == "global_train_loss_last10" and len(search.stages) == 2
+            assert search.seeds == (0, 11) and search.stability == ("fedau_markov", "fedau_cyclic")
         else:
             assert search.criterion.metric == "val_accuracy_last10"
 
@@ -184,7 +198,8 @@ stages = [["eta_g"]]
 
 @pytest.mark.parametrize("seed, method, criterion, message", [
     (1, "a", "val_accuracy_last10", "needs a tuning_seed that is none of its evaluation seeds"),
-    (0, "b", "val_accuracy_last10", "a paired arm (same_as = 'p/a') takes its reference's values"),
+    (0, "b", "val_accuracy_last10", "a paired arm (same_as = 'p/a') takes its reference's values; it may search "
+                                    "only the keys it declares in tuned"),
     (0, "a", "test_accuracy", "the test set is never a selection criterion"),
     (0, "a", "global_train_loss@100", "write it without @ROUND"),
     (0, "z", "val_accuracy_last10", "no method 'p/z'"),
@@ -201,3 +216,23 @@ def test_an_arm_that_changes_its_reference_s_value_is_refused(tmp_path):
     path = _write(tmp_path, protocols, PLAN.format(method="a", criterion="val_accuracy_last10"))
     with pytest.raises(TuneError, match=r"same_as = 'p/a' but it changes server.learning_rate \(server.learning_rate = 1.0 there\)"):
         load_plan(path)
+
+
+def test_a_paired_arm_searches_the_keys_it_declares_tuned_and_nothing_else(tmp_path):
+    protocols = PROTOCOLS.format(seed=0).replace(
+        'server.aware = true', 'server.aware = true\ntuned = ["server.learning_rate"]\nlr_source = "pending: own"')
+    plan = load_plan(_write(tmp_path, protocols, PLAN.format(method="b", criterion="val_accuracy_last10")))
+    (search,) = plan.searches
+    assert search.target == "p/b" and [k.key for k in search.knobs] == ["server.learning_rate"]
+    assert plan.protocols["p"].overrides("b", "default") == {"server.learning_rate": 1.0, "server.aware": True}
+    other = PLAN.format(method="b", criterion="val_accuracy_last10").replace('key = "server.learning_rate"',
+                                                                           'key = "client.learning_rate"')
+    with pytest.raises(TuneError, match=r"declared: \['server.learning_rate'\]; searched: \['client.learning_rate'\]"):
+        load_plan(_write(tmp_path, protocols, other))
+
+
+def test_the_iid_reference_differs_from_the_fedspeed_protocol_in_its_partition_only(protocols):
+    dirichlet = _config(protocols, "fedspeed_dir06/fedavg", "default", 1)
+    iid = _config(protocols, "fedspeed_iid/fedavg", "default", 1)
+    differing = {k for k in set(dirichlet) | set(iid) if k not in NAMING_KEYS and dirichlet.get(k) != iid.get(k)}
+    assert {k.split(".")[0] for k in differing} == {"partition"} and iid["partition.name"] == "iid"

@@ -138,7 +138,8 @@ def test_W2_parallel_trials_that_failed_for_the_machine_stop_the_search(config, 
     def full_disk(plan, **kwargs):
         return dataclasses.replace(real(plan, **kwargs), outcomes=[
             RunOutcome(run, "failed", error=f"exit status 1; end of {run.run_dir}/sweep.log:\n"
-                                           f"fedhet: {run.run_dir}/checkpoint.pt: no space left on the device (ENOSPC)")
+                                           f"fedhet: {run.run_dir}/checkpoint.pt: no space left on the device (ENOSPC)",
+                       exit_status=1)
             for run in plan.runs])
 
     args = ["tune", str(config), "--param", "client.learning_rate=0.01,0.3,3", "--sampler", "optuna",
@@ -160,3 +161,86 @@ def test_W2_worker_exit_status_tells_the_machine_from_a_bug(monkeypatch, tmp_pat
             raise error
         monkeypatch.setattr(worker, "execute_run", fail)
         assert worker.main([str(tmp_path), "--resume"]) == status
+
+
+def test_a_worker_refused_for_memory_or_disk_exits_with_the_machines_status(monkeypatch, tmp_path):
+    """The resource estimate's refusals (a ResourceLimitError for memory or disk, too many Ray actors) are
+    the machine's, like a full disk: the sweep worker exits 1, and a worker killed before answering (the
+    out-of-memory killer) counts as the machine's too, so `fedhet tune` never records them as results."""
+    import fedhet.sweep.execute as execute
+    import fedhet.sweep.worker as worker
+    from fedhet.backends.ray_backend import RayActorsTooManyError
+    from fedhet.engine.resources import ResourceLimitError
+    from fedhet.sweep.plan import PlannedRun
+
+    for error in (ResourceLimitError("this run needs more than the machine has: disk: needs about 2 MB"),
+                  RayActorsTooManyError("run.ray_actors = 100: about 25 GB, 4 GB available")):
+        def fail(*args, error=error, **kwargs):
+            raise error
+        monkeypatch.setattr(worker, "execute_run", fail)
+        assert worker.main([str(tmp_path), "--resume"]) == 1
+        assert worker.run_request({"run_dir": str(tmp_path), "resume": True}, worker.DatasetCache()) == 1
+    run = PlannedRun("trial-0000", tmp_path / "trial-0000", None, None, (), 1)  # type: ignore[arg-type]
+    assert execute._finish_worker(run, -9).exit_status == 1            # killed by a signal
+    assert execute._finish_worker(run, 2).exit_status == 2             # the run's input: a trial result
+
+
+def _workers_in_this_process(todo, jobs, view, poll_seconds):
+    """The sweep's worker pool with each request run by the serving worker's own code
+    (fedhet.sweep.worker.run_request, its messages appended to the run's sweep.log) in this process,
+    so a test can fill the disk of its runs."""
+    import contextlib
+
+    import fedhet.sweep.execute as execute
+    import fedhet.sweep.worker as worker
+    from fedhet.config.schema import config_to_toml
+    from fedhet.sweep.plan import RESUME
+
+    datasets = worker.DatasetCache()
+    outcomes = []
+    for run, state in todo:
+        request = {"run_dir": str(run.run_dir), "resume": state == RESUME,
+                   "config": None if state == RESUME else config_to_toml(run.config)}
+        with open(run.run_dir / worker.LOG_FILE, "a") as log, contextlib.redirect_stderr(log):
+            status = worker.run_request(request, datasets)
+        outcomes.append(execute._finish_worker(run, status))
+    return outcomes
+
+
+@pytest.mark.parametrize("trials", [3, 4])
+def test_a_parallel_search_refused_for_disk_leaves_its_trials_running_and_resumes_to_the_same_choice(
+        config, tmp_path, monkeypatch, capsys, trials):
+    """--jobs 2 with the disk full from the third trial on: the resource check refuses those trials; the
+    search stops with one line instead of recording them failed, they stay RUNNING in the study, and the
+    same command on a freed disk ends with the trials and the choice of the uninterrupted search. With 3
+    trials the refused batch is a single trial, which the sweep runs in this process; with 4, on workers."""
+    optuna = pytest.importorskip("optuna")
+    import fedhet.engine.resources as resources
+    import fedhet.sweep.execute as execute
+
+    monkeypatch.setattr(execute, "_run_workers", _workers_in_this_process)
+    args = ["tune", str(config), "--param", "client.learning_rate=log:0.01:1:20", "--param",
+            "server.learning_rate=0.5,1", "--sampler", "optuna", "--trials", str(trials), "--jobs", "2",
+            "--seed", "3", "--criterion", "train_loss@4"]
+    assert main([*args, "--out", str(tmp_path / "whole")]) == 0
+    real = resources.available_disk
+    monkeypatch.setattr(resources, "available_disk",
+                        lambda path: 0 if "trial-0002" <= resources.Path(path).name else real(path))
+    assert main([*args, "--out", str(tmp_path / "parts")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "failed for a reason of the machine" in err[-1] and "needs more than the machine has" in err[-1]
+    assert not (tmp_path / "parts" / "best.json").exists()
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    study = optuna.load_study(study_name="fedhet-tune", storage=JournalStorage(
+        JournalFileBackend(str(tmp_path / "parts" / JOURNAL_FILE))))
+    states = [t.state.name for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)]
+    assert states == ["COMPLETE", "COMPLETE"] + ["RUNNING"] * (trials - 2)
+    monkeypatch.setattr(resources, "available_disk", real)
+    assert main([*args, "--out", str(tmp_path / "parts")]) == 0
+    whole = json.loads((tmp_path / "whole" / "trials.json").read_text())["trials"]
+    parts = json.loads((tmp_path / "parts" / "trials.json").read_text())["trials"]
+    assert parts == whole and "failed" not in [t["state"] for t in parts]
+    assert json.loads((tmp_path / "parts" / "best.json").read_text())["trial"] == \
+        json.loads((tmp_path / "whole" / "best.json").read_text())["trial"]

@@ -11,6 +11,8 @@ import fedhet.components  # noqa: F401
 from fedhet.cli import main
 from fedhet.core.dataset import TensorDataset
 from fedhet.core.registry import DATASETS
+from fedhet.tuning.errors import TuneError
+from fedhet.tuning.preregistered import load_plan
 
 BASE = """\
 [run]
@@ -139,3 +141,97 @@ def test_quick_tier_runs_the_quick_horizon_and_dry_run_lists(plan, tmp_path, cap
     assert result["horizon"] == 2 and result["tier"] == "quick"
     assert main(["tune-claims", "--plan", str(plan), "--dry-run"]) == 0
     assert "p/a: 4 trials before edge extensions" in capsys.readouterr().out
+
+
+# Two tuning seeds and the stability rule. Protocol q trains an MLP (methods_from p).
+STABILITY_PROTOCOLS = PROTOCOLS + """
+[protocol.q]
+base = "base.toml"
+seeds = [1, 2, 3, 4, 5]
+tuning_seed = 0
+set = { "model.name" = "mlp" }
+methods_from = "p"
+"""
+STABILITY_PLAN = """
+max_extensions = 0
+[knob.gamma]
+key = "client.learning_rate"
+values = [0.01, 0.03, 0.1, 0.3]
+extend = false
+[search."p/a"]
+criterion = "global_train_loss_last10"
+stages = [["gamma"]]
+seeds = [0, 7]
+record = { "run.global_train_loss_every" = 1 }
+"""
+
+
+def test_two_tuning_seeds_average_the_criterion_of_real_runs(tmp_path):
+    (tmp_path / "base.toml").write_text(BASE)
+    (tmp_path / "protocols.toml").write_text(STABILITY_PROTOCOLS)
+    (tmp_path / "plan.toml").write_text(STABILITY_PLAN)
+    result = _tune(tmp_path / "plan.toml", tmp_path / "out")
+    for point in result["points"]:
+        assert sorted(point["per_seed"]) == ["0", "7"]
+        assert point["criterion"] == pytest.approx(sum(point["per_seed"].values()) / 2)
+    for seed in (0, 7):
+        config = (tmp_path / "out" / "p" / "a" / "stage-1" / f"seed-{seed}" / "trials" / "trial-0000" / "config.toml")
+        assert f"seed = {seed}" in config.read_text() and "global_train_loss_every = 1" in config.read_text()
+    assert "seeds 0, 7 (the mean)" in (tmp_path / "out" / "results.md").read_text()
+
+
+def test_the_stability_rule_on_a_made_up_grid(tmp_path, monkeypatch):
+    """Made-up trials: p's criterion is best at 0.1, then 0.03, 0.3, 0.01; in q every step of 0.1 or more
+    diverges on seed 7. The next steps of 0.1 (0.3), 0.03 (0.1) and 0.3 (0.9, the grid's ratio beyond its
+    last value) fail in q, so 0.01 is chosen, checked from the best down."""
+    from fedhet.tuning import staged
+    from fedhet.tuning.results import COMPLETE, FAILED, TrialRecord
+
+    loss = {0.01: 0.9, 0.03: 0.5, 0.1: 0.3, 0.3: 0.7, 0.9: 2.0}
+    ran = []
+
+    def trials(runner, criterion, knobs, grids, directory, jobs, log):
+        seed, protocol = runner.sets["run.seed"], "q" if "stability/q" in str(directory) else "p"
+        out = []
+        for number, value in enumerate(grids[knobs[0].name]):
+            ran.append((protocol, seed, value))
+            diverged = protocol == "q" and seed == 7 and value >= 0.1
+            out.append(TrialRecord(number, f"trial-{number:04d}", {knobs[0].key: value}, FAILED if diverged else COMPLETE,
+                                   None if diverged else loss[value] + 0.01 * seed))
+        return out
+
+    monkeypatch.setattr(staged, "_stage_trials", trials)
+    (tmp_path / "base.toml").write_text(BASE)
+    (tmp_path / "protocols.toml").write_text(STABILITY_PROTOCOLS)
+    (tmp_path / "free.toml").write_text(STABILITY_PLAN)
+    (tmp_path / "stable.toml").write_text(STABILITY_PLAN + 'stability = ["q"]\n')
+    free = _tune(tmp_path / "free.toml", tmp_path / "free")
+    assert free["chosen"]["client.learning_rate"] == 0.1 and not free["stability"]
+    ran.clear()
+    stable = _tune(tmp_path / "stable.toml", tmp_path / "stable")
+    assert stable["chosen"]["client.learning_rate"] == 0.01
+    assert stable["stability"] == [
+        "stage 1: gamma = 0.1: the next larger step 0.3 not eligible: it failed in q seed 7",
+        "stage 1: gamma = 0.03: the next larger step 0.1 not eligible: it failed in q seed 7",
+        "stage 1: gamma = 0.3: the next larger step 0.9 not eligible: it failed in q seed 7",
+        "stage 1: gamma = 0.01: the next larger step 0.03 eligible"]
+    # p's next steps were read from the grid; q's were run once per seed, only for the candidates checked
+    assert sorted(r for r in ran if r[0] == "q") == [("q", s, v) for s in (0, 7) for v in (0.03, 0.1, 0.3, 0.9)]
+    assert ("p", 0, 0.9) in ran and ("p", 7, 0.9) in ran        # beyond p's grid: run for the rule alone
+    eligibility = {p["values"]["client.learning_rate"]: p["eligible"] for p in stable["points"]}
+    assert eligibility == {0.01: True, 0.03: False, 0.1: False, 0.3: False}
+    table = (tmp_path / "stable" / "results.md").read_text()
+    assert "stability rule:" in table and "complete (next step unstable)" in table
+
+
+def test_the_plan_refuses_a_stability_rule_it_cannot_apply(tmp_path):
+    (tmp_path / "base.toml").write_text(BASE)
+    (tmp_path / "protocols.toml").write_text(STABILITY_PROTOCOLS)
+    for text, message in [
+            (STABILITY_PLAN + 'stability = ["nosuch"]\n', "stability protocol 'nosuch' has no method 'a'"),
+            (STABILITY_PLAN.replace("seeds = [0, 7]", "seeds = [0, 3]"), "none of them an evaluation seed"),
+            (STABILITY_PLAN.replace('"run.global_train_loss_every" = 1', '"client.steps" = 1'),
+             "only keys that change what a trial records")]:
+        (tmp_path / "plan.toml").write_text(text)
+        with pytest.raises(TuneError, match=message):
+            load_plan(tmp_path / "plan.toml")

@@ -57,6 +57,14 @@ import numpy as np
 import torch
 
 from fedhet.backends.base import RoundWork, client_plan, cohort_sizes, usable_cpus
+from fedhet.backends.ray_watch import (
+    RayLivenessWatch,
+    child_processes_named,
+    gcs_check,
+    quiet_raylet_death_dump,
+    raylet_check,
+    raylet_reason,
+)
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import LocalSolver
 from fedhet.core.cohort import Cohort
@@ -106,6 +114,10 @@ def check_local_actors_fit(actors: int, available: Optional[int] = None) -> None
 
 class RayWorkersLostError(FedhetError, RuntimeError):
     """The Ray backend lost its actors beyond its retry budget, or could not start any."""
+
+
+class RayStartError(FedhetError, RuntimeError):
+    """A private local Ray did not start (its node timed out during startup, ...)."""
 
 
 class RayClusterUnreachableError(FedhetError, ConnectionError):
@@ -169,6 +181,21 @@ def task_skeleton(task: FederatedTask) -> FederatedTask:
 
 # --- the actor ------------------------------------------------------------------------------------
 
+class RayFailedInActorError(RuntimeError):
+    """Ray itself failed under an actor (its raylet or the object's owner gone): a lost actor to the
+    driver, not an error of the client code."""
+
+
+def _get_in_actor(ref: Any) -> Any:
+    """``ray.get`` in an actor, its failures marked as Ray's (:class:`RayFailedInActorError`): a killed
+    raylet makes it raise ``OSError: Broken pipe``, which the driver must not take for a bug."""
+    ray = import_ray()
+    try:
+        return ray.get(ref)
+    except (OSError, ray.exceptions.RayError) as error:
+        raise RayFailedInActorError(f"{type(error).__name__}: {_first_line(error)}") from None
+
+
 class ClientActor:
     """One worker of the pool: the task (data viewed from the object store, model built once per
     task) training the clients it is sent with the sequential backend's code."""
@@ -199,10 +226,9 @@ class ClientActor:
     def _round(self, holder: list) -> tuple[torch.Tensor, dict[str, torch.Tensor], LocalSolver]:
         """The round's ``(x, broadcast, solver)``, fetched once per round (the reference comes inside
         a list, so that Ray does not fetch it again for every call)."""
-        import ray
         ref = holder[0]
         if self.round_key != ref.hex():
-            params, broadcast, solver = ray.get(ref)
+            params, broadcast, solver = _get_in_actor(ref)
             device = self.task.device
             self.round_data = (from_wire(params).to(device).clone(),
                                {name: from_wire(value).to(device).clone() for name, value in broadcast.items()},
@@ -224,8 +250,7 @@ class ClientActor:
                 {name: to_wire(value[0]) for name, value in new_states.items()})
 
     def evaluate(self, holder: list, passes: list[tuple[int, int]]) -> tuple[list[float], list[int]]:
-        import ray
-        params = from_wire(ray.get(holder[0])).to(self.task.device)
+        params = from_wire(_get_in_actor(holder[0])).to(self.task.device)
         loss_sums, correct = evaluate_passes(self.task, params, passes)
         return loss_sums.tolist(), correct.tolist()
 
@@ -281,6 +306,8 @@ class RaySession:
         ray = import_ray()
         self.owned = False
         self.temp_dir: Optional[str] = None
+        self.watch: Optional[RayLivenessWatch] = None
+        self._restore_printer: Callable[[], None] = lambda: None
         if ray.is_initialized():
             return
         quiet = dict(logging_level=logging.WARNING, log_to_driver=False, include_dashboard=False)
@@ -291,7 +318,17 @@ class RaySession:
                 # Named after this process: a later run removes it if this one is killed (finding L4).
                 remove_orphaned_temp_dirs("fedhet-ray-")
                 self.temp_dir = str(owned_temp_dir("fedhet-ray-"))
-                ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus, _temp_dir=self.temp_dir, **quiet)
+                try:
+                    ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus, _temp_dir=self.temp_dir,
+                             **quiet)
+                except Exception as error:  # noqa: BLE001  (Ray raises bare Exception when its node times out)
+                    self._shutdown_quietly(ray)
+                    shutil.rmtree(self.temp_dir, ignore_errors=True)
+                    self.temp_dir = None
+                    raise RayStartError(
+                        f"could not start a local Ray with {num_cpus} CPU(s) ({_first_line(error)}); the machine "
+                        "may be too busy or too small for that many worker processes: lower run.ray_actors "
+                        "(or run.threads), or join a cluster with run.ray_address") from None
             else:
                 check_reachable(address)
                 try:
@@ -301,8 +338,48 @@ class RaySession:
                         f"run.ray_address = {address!r}: could not join a Ray cluster there: "
                         f"{str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
         self.owned = True
+        self.watch = self._start_watch(ray, address)
+
+    def _start_watch(self, ray: Any, address: Optional[str]) -> Optional[RayLivenessWatch]:
+        """Watch the processes this driver cannot outlive (:mod:`fedhet.backends.ray_watch`): a
+        private Ray's raylet and GCS (children of this process), or a joined cluster's GCS."""
+        def cleanup() -> None:
+            if self.temp_dir is not None:
+                shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+        sentinel_for = None
+        if address is None:
+            raylets = child_processes_named("raylet")
+            pids = raylets + child_processes_named("gcs_server")
+            if not raylets:
+                return None          # not Linux (no /proc), or Ray runs them elsewhere: nothing to watch
+            checks = [raylet_check(pid) for pid in pids]
+            sentinel_for = (raylets[0], raylet_reason(raylets[0]))
+
+            def check() -> Optional[str]:
+                return next((reason for reason in (one() for one in checks) if reason is not None), None)
+        else:
+            try:
+                check = gcs_check(ray.get_runtime_context().gcs_address)
+            except Exception:  # noqa: BLE001  (a Ray without the address: no watch, Ray's own handling)
+                return None
+        watch = RayLivenessWatch(check, cleanup=cleanup, sentinel_for=sentinel_for)
+        self._restore_printer = quiet_raylet_death_dump(ray)     # the watch's line replaces Ray's dump
+        return watch
+
+    @staticmethod
+    def _shutdown_quietly(ray: Any) -> None:
+        """Stop what a failed ``ray.init`` may have started (its GCS, raylet, log monitor)."""
+        try:
+            ray.shutdown()
+        except Exception:  # noqa: BLE001  (nothing more can be done about a Ray that did not start)
+            pass
 
     def close(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()        # first: ray.shutdown stops the raylet on purpose
+            self.watch = None
+            self._restore_printer()
         if self.owned:
             import ray
             ray.shutdown()
@@ -452,8 +529,15 @@ class RayBackend:
         # Called in the driver with each client's cohort position as its result arrives (tests use
         # it to disturb a round in flight; a progress display could too).
         self.on_client_done: Optional[Callable[[int], None]] = None
+        self._lost_hint: Optional[str] = None
         if connect:
             self._connect()
+
+    def set_lost_hint(self, hint: str) -> None:
+        """What to add to the line printed when Ray itself is lost mid-run (the run's resume command)."""
+        self._lost_hint = hint
+        if self._session is not None and self._session.watch is not None:
+            self._session.watch.hint = hint
 
     # -- lifecycle --
 
@@ -465,7 +549,14 @@ class RayBackend:
         if settings.actors is not None:
             cpus = max(cpus, int(np.ceil(settings.actors * settings.cpus_per_actor)))
         gpus = float(torch.cuda.device_count()) if settings.gpus_per_actor > 0 else 0.0
+        if settings.address is None and settings.actors is not None and not import_ray().is_initialized():
+            # A local Ray started with num_cpus = run.ray_actors starts about that many worker
+            # processes at once: on a small machine its node startup times out before any actor
+            # exists, so the memory check must come before Ray starts, not at the first round.
+            check_local_actors_fit(settings.actors)
         self._session = RaySession(settings.address, num_cpus=cpus, num_gpus=gpus)
+        if self._session.watch is not None:
+            self._session.watch.hint = self._lost_hint
 
     def pool_size(self) -> int:
         """Actors to start: ``run.ray_actors``, else as many as the cluster's CPUs (and GPUs) allow."""
@@ -560,6 +651,11 @@ class RayBackend:
                     try:
                         results[position] = ray.get(ref)
                     except ray.exceptions.RayTaskError as error:
+                        if isinstance(getattr(error, "cause", None), RayFailedInActorError):
+                            # Ray failed under the actor (its raylet gone): the actor is lost.
+                            self._actor_lost(pool, slot if current else None, position, client_ids, attempts,
+                                             pending, lost, error.cause, work)
+                            continue
                         # The client code raised: a bug or bad input, the same on any actor.
                         raise RuntimeError(f"ray backend: client {client_ids[position]} failed on its actor:\n"
                                            f"{error}") from None
@@ -683,10 +779,20 @@ class RayBackend:
         try:
             replies = ray.get([slots[i].handle.evaluate.remote(holder, passes[bounds[i]:bounds[i + 1]])
                                for i in range(parts)])
+        except ray.exceptions.RayTaskError as error:
+            if not isinstance(getattr(error, "cause", None), RayFailedInActorError):
+                raise
+            # Ray failed under an actor: evaluate here (same numbers); training replaces it.
+            loss_sums, correct = evaluate_passes(task, params, passes)
+            return combine_passes(loss_sums, correct, len(task.test))
         except ray.exceptions.RayActorError:
             # An actor lost between rounds: evaluate here (same numbers); training replaces it.
             loss_sums, correct = evaluate_passes(task, params, passes)
             return combine_passes(loss_sums, correct, len(task.test))
+        except (OSError, ray.exceptions.RaySystemError) as error:
+            raise RayWorkersLostError(f"ray backend: the connection to Ray was lost while evaluating "
+                                      f"({type(error).__name__}: {_first_line(error)}); its raylet or head node "
+                                      "stopped") from None
         loss_sums = torch.tensor([value for reply in replies for value in reply[0]], dtype=torch.float64)
         correct = torch.tensor([value for reply in replies for value in reply[1]], dtype=torch.int64)
         return combine_passes(loss_sums, correct, len(task.test))

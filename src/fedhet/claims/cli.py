@@ -51,6 +51,12 @@ def _export(args: argparse.Namespace) -> int:
     return export_command(claims_dir=args.claims, only=args.only, tier=args.tier, out=args.out)
 
 
+def _rejudge(args: argparse.Namespace) -> int:
+    from fedhet.claims.commands import rejudge_command
+
+    return rejudge_command(record=args.record, out=args.out)
+
+
 def add_claims_command(sub) -> None:
     """Add ``claims {list,run,report,export}`` to the ``fedhet`` sub-command parsers ``sub``."""
     claims = sub.add_parser("claims", help="the papers' claims: run them and get a verdict per claim",
@@ -90,3 +96,10 @@ def add_claims_command(sub) -> None:
     export.add_argument("--only", metavar="ID,...", help="only these claims")
     export.add_argument("--out", metavar="DIR", required=True, help="where to write the run directories")
     export.set_defaults(handler=_export)
+    rejudge = commands.add_parser("rejudge", help="judge a claims.json record again under the current rule; run nothing",
+                                  description="Recompute every comparison's interval, outcome and each claim's "
+                                              "verdict from the per-seed values a claims.json keeps, and print them "
+                                              "beside the recorded ones (docs/claims.md, \"History\").")
+    rejudge.add_argument("record", metavar="CLAIMS_JSON", help="a claims.json written by `fedhet claims report`")
+    rejudge.add_argument("--out", metavar="FILE", help="write the record judged again here (JSON)")
+    rejudge.set_defaults(handler=_rejudge)

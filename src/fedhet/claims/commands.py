@@ -1,4 +1,4 @@
-"""``fedhet claims list | run | report | export``: from parsed command-line values to exit codes.
+"""``fedhet claims list | run | report | export | rejudge``: from parsed command-line values to exit codes.
 
 Tiers (docs/claims.md, "Tiers and the regime gate"): ``quick`` (minutes, below every regime: trends, no
 verdict), ``default`` (the protocols' regime: verdicts) and ``full`` (the papers' lengths); each has its
@@ -233,3 +233,53 @@ def report_command(*, claims_dir: Optional[str] = None, only: Optional[str] = No
     _print(f"JSON:     {files.json}", stdout)
     _print(f"HTML:     {files.html.resolve()}", stdout)
     return EXIT_OK
+
+
+def rejudge_command(*, record: str, out: Optional[str] = None, stdout: Optional[TextIO] = None,
+                    stderr: Optional[TextIO] = None) -> int:
+    """Judge a ``claims.json`` record again under the current rule (:mod:`fedhet.claims.rejudge`): print each
+    comparison's and claim's recorded and new outcome; with ``out``, write the new record there."""
+    import json
+
+    from fedhet.claims.rejudge import rejudge
+    from fedhet.claims.render import results_json
+    from fedhet.core.io import atomic_write_json
+
+    stdout, stderr = console_streams(stdout, stderr)
+    try:
+        try:
+            recorded = json.loads(Path(record).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise FedhetError(f"{record}: cannot read a claims.json record ({error})") from None
+        results = rejudge(recorded, record)
+        rejudged = results_json(results, tier=recorded.get("tier", "default"), out_dir=recorded.get("runs", ""))
+        if out:
+            atomic_write_json(out, rejudged)
+    except FedhetError as error:
+        _print(f"fedhet claims: {error}", stderr)
+        return EXIT_INPUT_ERROR
+    _print(rejudge_table(recorded, rejudged), stdout)
+    if out:
+        _print(f"JSON: {out}", stdout)
+    return EXIT_OK
+
+
+def rejudge_table(recorded: dict, rejudged: dict) -> str:
+    """Markdown: every claim and comparison with its recorded and its new outcome side by side."""
+    from fedhet.claims.render import markdown_table
+
+    rows = []
+    for old, new in zip(recorded["claims"], rejudged["claims"]):
+        rows.append([f"**{new['id']}** ({new['quantifier']})", "", "", f"**{old['verdict']}**", f"**{new['verdict']}**"])
+        for before, after in zip(old["comparisons"], new["comparisons"]):
+            d, scale = after["difference"], 100.0 if after["metric"].endswith("accuracy") else 1.0
+            interval = ("–" if d["low"] is None else
+                        f"{scale * d['mean']:+.2f} [{scale * d['low']:+.2f}, {scale * d['high']:+.2f}]")
+            adjusted = after.get("adjusted")
+            if adjusted and adjusted["low"] is not None:
+                interval += f"; adj. [{scale * adjusted['low']:+.2f}, {scale * adjusted['high']:+.2f}]"
+            role = ("duplicate" if after.get("duplicate_of") else after["role"])
+            rows.append([f"{after['method']} vs {after['baseline']} ({after['metric']})", role, interval,
+                         before["verdict"], after["verdict"]])
+    return markdown_table(("claim / comparison", "role", "difference [95% CI] (as measured)", "recorded",
+                           "current rule"), rows)

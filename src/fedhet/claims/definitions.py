@@ -28,7 +28,10 @@ Two kinds of TOML file live in a claims directory (``configs/claims/``):
 
 Metrics: ``last_accuracy`` (mean test accuracy over the evaluated rounds of the last 10% of rounds),
 ``best_accuracy`` (the highest evaluated test accuracy), ``e_ludd`` (mean e-LUD over rounds) and
-``rounds_to_target`` (first evaluated round reaching ``run.target_accuracy``). Directions: ``greater``,
+``rounds_to_target`` (first evaluated round reaching ``run.target_accuracy``), and two descriptions of a
+server's step for reported comparisons: ``update_norm`` (the mean length of the server's step over the
+evaluated rounds) and ``aware_cosine`` (the mean cosine between an AWARE arm's method step and FedAWARE's
+direction). Directions: ``greater``,
 ``less`` (rounds to target) and ``not_worse`` (by ``margin``, in the metric's units: 0.01 = 1 accuracy
 point). ``delta``: the minimal effect the comparison claims, in the metric's units after orientation
 (positive for ``greater`` and ``less``; ``not_worse`` may use 0). The verdict rule is
@@ -47,7 +50,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from fedhet.claims.same_as import SAME_AS, TIER_TABLES, SameAsError, resolve_same_as
+from fedhet.claims.same_as import SAME_AS, TIER_TABLES, TUNED, SameAsError, resolve_same_as
 from fedhet.claims.verdict import QUANTIFIERS, ROLES
 from fedhet.config.schema import read_toml_file
 from fedhet.errors import FedhetError
@@ -57,7 +60,7 @@ PROTOCOLS_FILE = "protocols.toml"
 # The pre-registered tuning plan beside the protocols (fedhet.tuning.preregistered): not a claim.
 TUNING_FILE = "tuning.toml"
 LR_SOURCES = ("paper", "tuned", "untuned", "pending")
-METRICS = ("last_accuracy", "best_accuracy", "e_ludd", "rounds_to_target")
+METRICS = ("last_accuracy", "best_accuracy", "e_ludd", "rounds_to_target", "update_norm", "aware_cosine")
 DIRECTIONS = ("greater", "less", "not_worse")
 _NAME = re.compile(r"[a-z0-9][a-z0-9_]*")
 _ID = re.compile(r"[a-z0-9][a-z0-9-]*")
@@ -65,7 +68,8 @@ TIERS = ("quick", "default", "full")
 _PROTOCOL_KEYS = {"base", "title", "seeds", "quick_seeds", "full_seeds", "set", "quick", "full", "quick_lr_source",
                   "full_lr_source", "regime", "tuning_seed", "method", "methods_from"}
 _CLAIM_KEYS = {"id", "paper", "source", "statement", "paper_protocol", "here", "quantifier", "metric", "direction",
-               "margin", "delta", "comparison"}
+               "margin", "delta", "comparison", "failure_value", "headroom", "pending"}
+_HEADROOM_KEYS = {"reference", "baselines", "metric", "delta"}
 _COMPARISON_KEYS = {"method", "baseline", "paper", "role", "metric", "direction", "margin", "delta", "target"}
 
 
@@ -82,6 +86,7 @@ class Method:
     lr_source: str
     tiers: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)   # the method's own quick / full
     same_as: Optional[str] = None         # "protocol/method" whose values it shares (fedhet.claims.same_as)
+    tuned: tuple[str, ...] = ()           # keys it searches apart from its same_as reference
 
 
 def check_tier(tier: str) -> str:
@@ -180,6 +185,17 @@ class Comparison:
 
 
 @dataclasses.dataclass(frozen=True)
+class Headroom:
+    """The claim's headroom gate: no verdict when the best baseline ends within ``delta`` of ``reference``
+    (the same method on an IID split), since then no method has room to beat it at this scale."""
+
+    reference: Side
+    baselines: tuple[Side, ...]
+    metric: str
+    delta: float
+
+
+@dataclasses.dataclass(frozen=True)
 class Claim:
     id: str
     path: Path
@@ -190,6 +206,13 @@ class Claim:
     here: str
     comparisons: tuple[Comparison, ...]
     quantifier: str = "all"
+    # An accuracy given to a planned run that diverged (chance accuracy): it enters the statistics, flagged,
+    # instead of being dropped. None: a diverged run is missing.
+    failure_value: Optional[float] = None
+    headroom: Optional[Headroom] = None
+    # A value of the claim itself still to be fixed by a pre-registered step (a pilot's target): no verdict
+    # until the step has run and the value is committed.
+    pending: Optional[str] = None
 
     @property
     def protocols(self) -> list[str]:
@@ -265,6 +288,7 @@ def _method(path: Path, protocol: str, name: str, table: Any, resolved: Mapping[
         raise _fail(where, f"lr_source = {lr_source!r}: say where the learning rates come from, starting with "
                            + ", ".join(f"'{word}:'" for word in LR_SOURCES))
     same_as = resolved.pop(SAME_AS, None)
+    tuned = tuple(resolved.pop(TUNED, ()))
     tiers = {tier: resolved.pop(tier) for tier in TIER_TABLES if tier in resolved}
     try:
         overrides = _flatten_variant(path, f"protocol.{protocol}.method.{name}", _nested(resolved))
@@ -274,7 +298,7 @@ def _method(path: Path, protocol: str, name: str, table: Any, resolved: Mapping[
         raise _fail(where, str(error)) from None
     except FedhetError as error:
         raise _fail(where, str(error)) from None
-    return Method(name, overrides, lr_source, tiers, same_as)
+    return Method(name, overrides, lr_source, tiers, same_as, tuned)
 
 
 def _nested(flat: Mapping[str, Any]) -> dict[str, Any]:
@@ -506,8 +530,45 @@ def load_claim(path: str | Path, protocols: Mapping[str, Protocol]) -> Claim:
     if not any(c.primary for c in comparisons):
         raise _fail(where, "no primary comparison: at least one comparison must enter the verdict "
                            "(role = \"primary\", the default)")
+    failure_value = raw.get("failure_value")
+    if failure_value is not None and (not _is_number(failure_value) or not 0.0 <= failure_value <= 1.0
+                                      or not math.isfinite(failure_value)):
+        raise _fail(where, f"failure_value = {failure_value!r}: an accuracy in [0, 1] given to a diverged run "
+                           "(e.g. 0.1, chance on ten classes)")
+    sides = {side for c in comparisons for side in (c.method, c.baseline)}
+    headroom = _headroom(f"{where}: [headroom]", raw.get("headroom"), protocols, sides)
+    pending = raw.get("pending")
+    if pending is not None and (not isinstance(pending, str) or not pending.strip()):
+        raise _fail(where, "pending = \"...\": which pre-registered step must still fix a value of the claim")
     return Claim(raw["id"], path, raw["paper"], raw["source"], raw["statement"], raw["paper_protocol"], raw["here"],
-                 tuple(comparisons), raw["quantifier"])
+                 tuple(comparisons), raw["quantifier"],
+                 None if failure_value is None else float(failure_value), headroom, pending)
+
+
+def _headroom(where: str, table: Any, protocols: Mapping[str, Protocol], sides: set[Side]) -> Optional[Headroom]:
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise _fail(where, "a table: reference, baselines, metric, delta")
+    unknown = sorted(set(table) - _HEADROOM_KEYS)
+    if unknown:
+        raise _fail(where, f"unknown key {', '.join(unknown)}; allowed: {', '.join(sorted(_HEADROOM_KEYS))}")
+    reference = _side(f"{where} reference", table.get("reference"), protocols)
+    names = table.get("baselines")
+    if not isinstance(names, list) or not names:
+        raise _fail(where, "baselines = [\"protocol/method\", ...]: the methods whose best must leave headroom")
+    baselines = tuple(_side(f"{where} baselines", name, protocols) for name in names)
+    outside = [side.text for side in (reference, *baselines) if side not in sides]
+    if outside:
+        raise _fail(where, f"{', '.join(outside)}: not a side of the claim's comparisons (a reported comparison "
+                           "against the reference runs it with the claim)")
+    metric = table.get("metric", "last_accuracy")
+    if metric not in ("last_accuracy", "best_accuracy"):
+        raise _fail(where, f"metric = {metric!r}; allowed: last_accuracy, best_accuracy")
+    delta = table.get("delta")
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not delta > 0:
+        raise _fail(where, f"delta = {delta!r}: the smallest headroom, in accuracy (0.01 = 1 point), > 0")
+    return Headroom(reference, baselines, metric, float(delta))
 
 
 def load_suite(directory: str | Path) -> ClaimsSuite:

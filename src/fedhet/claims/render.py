@@ -14,21 +14,23 @@ import textwrap
 from typing import Any, Mapping, Optional, Sequence
 
 from fedhet.claims.definitions import Comparison
-from fedhet.claims.evaluate import ClaimResult, ComparisonResult, SideValues
+from fedhet.claims.evaluate import NO_HEADROOM, ClaimResult, ComparisonResult, SideValues
 from fedhet.claims.planning import PENDING_GAP
-from fedhet.claims.verdict import NOT_TESTED, OUTCOMES, oriented
+from fedhet.claims.verdict import NOT_TESTED, OUTCOMES, adjusted_confidence, oriented
 from fedhet.report.difference import CONFIDENCE
 from fedhet.report.forest import ForestRow
 
 ACCURACY_METRICS = ("last_accuracy", "best_accuracy")
 METRIC_NAMES = {"last_accuracy": "last-10% acc. (%)", "best_accuracy": "best acc. (%)", "e_ludd": "e-LUDD",
-                "rounds_to_target": "rounds to target"}
+                "rounds_to_target": "rounds to target", "update_norm": "mean step length",
+                "aware_cosine": "mean AWARE cosine"}
 METRIC_SHORT = {"last_accuracy": "last acc", "best_accuracy": "best acc", "e_ludd": "e-LUDD",
-                "rounds_to_target": "rounds"}
+                "rounds_to_target": "rounds", "update_norm": "step", "aware_cosine": "cosine"}
 METRIC_UNITS = {"last_accuracy": "accuracy points", "best_accuracy": "accuracy points", "e_ludd": "e-LUDD",
-                "rounds_to_target": "rounds"}
+                "rounds_to_target": "rounds", "update_norm": "step length", "aware_cosine": "cosine"}
 DIRECTION_TEXT = {"greater": ">", "less": "<", "not_worse": "not worse than"}
-SUMMARY_COLUMNS = ("claim", "verdict", "quantifier", "primary comparisons", "reported", "paper", "statement")
+SUMMARY_COLUMNS = ("claim", "verdict", "quantifier", "primary comparisons", "reported or duplicate", "paper",
+                   "statement")
 COLUMNS = ("claim", "comparison", "role", "metric", "outcome", "difference [95% CI]", "delta", "method (mean ± std)",
            "baseline (mean ± std)", "seeds", "paper's numbers", "lr source")
 SUMMARY_VERDICT, COMPARISON_VERDICT = 1, 4           # the verdict's column in each table
@@ -44,6 +46,8 @@ def _scale(metric: str) -> float:
 def _digits(metric: str, difference: bool = False) -> int:
     if metric == "rounds_to_target":
         return 1
+    if metric in ("update_norm", "aware_cosine"):
+        return 4
     if metric == "e_ludd":
         return 3 if difference else 2
     return 2
@@ -111,15 +115,21 @@ def verdict_text(result: ComparisonResult) -> str:
 def claim_verdict_text(claim: ClaimResult) -> str:
     if claim.tested:
         return claim.verdict
+    if any(reason.startswith(NO_HEADROOM) for reason in claim.below_regime):
+        return f"{NOT_TESTED}: {NO_HEADROOM} (trend: {claim.trend})"
     if any(PENDING_GAP in reason for reason in claim.below_regime):
         return f"{NOT_TESTED_PENDING_TEXT} (trend: {claim.trend})"
     return f"{NOT_TESTED_TEXT} (trend: {claim.trend})"
 
 
+def role_text(result: ComparisonResult) -> str:
+    return "primary (duplicate)" if result.duplicate_of else result.comparison.role
+
+
 def comparison_cells(claim: ClaimResult, result: ComparisonResult) -> list[str]:
     c = result.comparison
     kind = " (Welch)" if result.difference.kind == "welch" else ""
-    return [claim.claim.id, comparison_text(c), c.role, METRIC_NAMES[c.metric], verdict_text(result),
+    return [claim.claim.id, comparison_text(c), role_text(result), METRIC_NAMES[c.metric], verdict_text(result),
             difference_text(result) + kind, delta_text(c), side_text(result.method, c.metric),
             side_text(result.baseline, c.metric), str(result.difference.n), c.paper or "–", lr_text(result)]
 
@@ -131,8 +141,8 @@ def tally(outcomes: Sequence[str]) -> str:
 
 
 def summary_cells(claim: ClaimResult) -> list[str]:
-    primary = [c.shown_outcome for c in claim.comparisons if c.comparison.primary]
-    reported = [c.shown_outcome for c in claim.comparisons if not c.comparison.primary]
+    primary = [c.shown_outcome for c in claim.comparisons if c.counted]
+    reported = [c.shown_outcome for c in claim.comparisons if not c.counted]
     return [claim.claim.id, claim_verdict_text(claim), claim.claim.quantifier, tally(primary),
             tally(reported) if reported else "–", f"{claim.claim.paper}, {claim.claim.source}",
             claim.claim.statement]
@@ -143,11 +153,15 @@ def rule_text() -> str:
             "paired by seed when both sides share partition and participation, otherwise Welch's, with its "
             f"two-sided {100 * CONFIDENCE:g}% Student-t interval. The outcome reads that interval turned to the "
             "paper's side, [lo, hi] with > 0 the paper's side (rounds to target: the sign flips, fewer is the "
-            "paper's side; not worse: shifted by the margin), as the forest plots show it. A comparison holds if "
-            "lo > 0, is contradicted if hi < 0, not reproduced if hi < delta (its minimal effect), inconclusive "
-            "otherwise. A claim's primary comparisons decide it: 'all' holds when every one holds; 'most' when more "
-            "than half hold and none is contradicted. Reported comparisons are shown only. Below a protocol's "
-            "regime: not tested, trends only. Accuracies in %, differences in points. Rule: docs/claims.md.")
+            "paper's side; not worse: shifted by the margin), as the forest plots show it. With delta the "
+            "comparison's minimal effect, a comparison holds if lo > 0 and hi >= delta, is smaller than claimed if "
+            "lo > 0 and hi < delta, not reproduced if lo <= 0 <= hi < delta, contradicted if hi < 0, inconclusive "
+            "if lo <= 0 and hi >= delta. A claim's primary comparisons decide it, a duplicate (both sides the same "
+            "method in effect as an earlier comparison's) counted once: 'all' holds when every one holds and is "
+            "contradicted only by an interval at the Bonferroni-adjusted level; 'most' holds when more than half "
+            "hold and is contradicted when more than half are. Reported comparisons are shown only. Below a "
+            "protocol's regime: not tested, trends only. Accuracies in %, differences in points. "
+            "Rule: docs/claims.md.")
 
 
 def _aligned(rows: Sequence[Sequence[str]], *, width: int = TERMINAL_WIDTH, shrink: int = 0,
@@ -167,12 +181,13 @@ def _aligned(rows: Sequence[Sequence[str]], *, width: int = TERMINAL_WIDTH, shri
 
 def _terminal_outcome(result: ComparisonResult) -> str:
     word = f"({result.trend})" if result.verdict == NOT_TESTED else result.verdict
-    return word + ("" if result.comparison.primary else " [rep.]")
+    return word + ("" if result.counted else " [dup.]" if result.duplicate_of else " [rep.]")
 
 
 def console_table(results: Sequence[ClaimResult], *, tier: str = "default") -> str:
     """The claims for a terminal, at most :data:`TERMINAL_WIDTH` columns: the verdict per claim, then each
-    claim's comparisons (an outcome in brackets is a trend below the regime; [rep.] a reported one)."""
+    claim's comparisons (an outcome in brackets is a trend below the regime; [rep.] a reported one, [dup.] a
+    primary one counted once with an earlier comparison that is the same in effect)."""
     summary = [["claim", "verdict", "primary comparisons"]]
     summary += [[r.claim.id, claim_verdict_text(r), f"{r.claim.quantifier}: {summary_cells(r)[3]}"] for r in results]
     blocks = [f"fedhet claims ({tier} tier)", "", _aligned(summary, shrink=2)]
@@ -218,7 +233,8 @@ def forest_rows(results: Sequence[ClaimResult], metric_group: Sequence[str]) -> 
                 continue
             scale = _scale(c.metric)
             mean, low, high = oriented(result.difference, c.direction, c.margin)
-            label = f"{claim.claim.id}: {comparison_text(c)}" + ("" if c.primary else " (reported)")
+            label = f"{claim.claim.id}: {comparison_text(c)}" + ("" if result.counted else " (duplicate)"
+                                                                 if result.duplicate_of else " (reported)")
             rows.append(ForestRow(label, _scaled(mean, scale), _scaled(low, scale), _scaled(high, scale),
                                   scale * c.delta if c.delta else None, result.verdict))
     return rows
@@ -231,7 +247,7 @@ def _scaled(value: Optional[float], scale: float) -> float:
 def side_json(side: SideValues) -> dict[str, Any]:
     return {"protocol": side.side.protocol, "method": side.side.method, "lr_source": side.lr_source,
             "mean": _number(side.stat.mean), "std": _number(side.stat.std), "n": side.stat.n,
-            "missing": side.missing, "values": {str(seed): value for seed, value in sorted(side.values.items())},
+            "missing": side.missing, "diverged": list(side.diverged), "values": {str(seed): value for seed, value in sorted(side.values.items())},
             "runs": [str(run.path) for run in side.runs]}
 
 
@@ -256,6 +272,11 @@ def results_json(results: Sequence[ClaimResult], *, tier: str, out_dir: str) -> 
                                "std": _number(c.difference.std), "se": _number(c.difference.se),
                                "df": _number(c.difference.df), "low": _number(c.difference.low),
                                "high": _number(c.difference.high)},
+                "counted": c.counted, "duplicate_of": c.duplicate_of,
+                "adjusted": None if c.adjusted is None else {
+                    "confidence": adjusted_confidence(sum(x.counted for x in r.comparisons)),
+                    "low": _number(c.adjusted.low), "high": _number(c.adjusted.high),
+                    "contradicted": c.adjusted_contradicted},
             } for c in r.comparisons],
         } for r in results],
     }
@@ -263,16 +284,19 @@ def results_json(results: Sequence[ClaimResult], *, tier: str, out_dir: str) -> 
 
 def summary_from_json(record: Mapping[str, Any]) -> str:
     """A Markdown claims summary (claim, verdict, primary and reported outcomes) from a ``claims.json``
-    record; comparisons without a ``role`` (records older than roles) count as primary."""
+    record; comparisons without a ``role`` (records older than roles) count as primary, and in the "reported"
+    column are the reported comparisons and the duplicates (records older than duplicates have none)."""
     rows = []
     for claim in record["claims"]:
         comparisons = claim.get("comparisons", [])
+        def counted(c: Mapping[str, Any]) -> bool:
+            return c.get("counted", c.get("role", "primary") == "primary")
         primary = [c.get("trend") or c["verdict"] if c["verdict"] == NOT_TESTED else c["verdict"]
-                   for c in comparisons if c.get("role", "primary") == "primary"]
-        reported = [c["verdict"] for c in comparisons if c.get("role", "primary") != "primary"]
+                   for c in comparisons if counted(c)]
+        reported = [c["verdict"] for c in comparisons if not counted(c)]
         verdict = claim["verdict"]
         if verdict == NOT_TESTED:
             verdict = f"{NOT_TESTED_TEXT} (trend: {claim.get('trend', '?')})"
         rows.append([claim["id"], f"**{verdict}**", claim.get("quantifier", "all"), tally(primary),
                      tally(reported) if reported else "–"])
-    return markdown_table(("claim", "verdict", "quantifier", "primary comparisons", "reported"), rows)
+    return markdown_table(("claim", "verdict", "quantifier", "primary comparisons", "reported or duplicate"), rows)

@@ -110,8 +110,8 @@ class RunOptions:
                                             "(pip install 'fedhet[tracking]'; see docs/tracking.md)")
     tracker_project: Optional[str] = option(None, help="MLflow experiment / W&B project; default: the sweep's "
                                                        "name for a sweep run, else 'fedhet'")
-    mlflow_uri: Optional[str] = option(None, help="MLflow tracking URI; default: a local file: store, "
-                                                  "the mlruns directory beside the run directory")
+    mlflow_uri: Optional[str] = option(None, help="MLflow tracking URI; default: a local SQLite store, "
+                                                  "mlflow.db beside the run directory")
     wandb_mode: str = option("offline", choices=("offline", "online"),
                              help="W&B mode; 'offline' writes only the run directory's wandb folder")
     store_dtype: str = option("auto", choices=("auto", "float32", "bfloat16", "float16", "float64"),

@@ -8,6 +8,15 @@ global: no class, function or module can be named, so no constructor and no ``__
 can run, and the only values that can come out are the ones the pickle opcodes build themselves
 (containers, strings, numbers). A pickle that names anything is refused with one line, before any
 of it is used.
+
+Two more bounds keep a pickle of a few bytes from costing minutes or gigabytes:
+
+- The unpickler is the pure-Python one (``pickle._Unpickler``), whose memo is a dict: the C
+  unpickler grows its memo table to the largest index a ``PUT`` opcode names (a 9-byte pickle with
+  ``LONG_BINPUT 2**27`` would cost gigabytes). Here each ``PUT`` stores one entry.
+- The value is walked once, remembering every container met: memo references can make a list
+  hold itself (a cycle) or make a tree of 60 levels share one list per level (2^60 paths). A
+  container met a second time is refused; FedScale's files share none.
 """
 from __future__ import annotations
 
@@ -25,7 +34,7 @@ class UnsafePickleError(FedhetError, ValueError):
     """The pickle holds something other than dicts, lists, strings and numbers."""
 
 
-class _PlainUnpickler(pickle.Unpickler):
+class _PlainUnpickler(pickle._Unpickler):    # the pure-Python unpickler: its memo is a dict (above)
     def __init__(self, stream: io.BufferedIOBase, source: str):
         super().__init__(stream)
         self.source = source
@@ -42,11 +51,18 @@ class _PlainUnpickler(pickle.Unpickler):
 
 def _check_plain(value: Any, source: str) -> None:
     stack = [value]
+    seen: set[int] = set()      # ids of the non-empty containers walked (all alive: value holds them)
     while stack:
         item = stack.pop()
         if not isinstance(item, PLAIN_TYPES):
             raise UnsafePickleError(f"{source}: refused: the pickle holds a {type(item).__name__}; only dicts, "
                                     "lists, strings and numbers are read")
+        if isinstance(item, (dict, list, tuple)) and item:
+            # Empty containers cannot nest anything (and the empty tuple is one shared object).
+            if id(item) in seen:
+                raise UnsafePickleError(f"{source}: refused: a {type(item).__name__} is reached twice (it contains "
+                                        "itself, or is shared); only a tree of plain data is read")
+            seen.add(id(item))
         if isinstance(item, dict):
             stack.extend(item.keys())
             stack.extend(item.values())

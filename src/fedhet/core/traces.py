@@ -36,6 +36,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from fedhet.core.client_ids import first_missing_id
 from fedhet.core.input_files import parse_input_json, read_input_text
 from fedhet.core.io import atomic_write_text
 from fedhet.errors import FedhetError
@@ -106,19 +107,24 @@ def build_trace(per_client: dict[int, list[tuple[float, float]]], periods: dict[
     """Validate ``{client: [(start, end), ...]}`` into a trace (the module docstring's rules)."""
     if not per_client:
         raise _fail(source, "the trace lists no client")
-    num_clients = max(per_client) + 1
-    missing = [n for n in range(num_clients) if n not in per_client]
     if min(per_client) < 0:
         raise _fail(source, f"client {min(per_client)}: client ids must be 0 or more")
-    if missing:
-        raise _fail(source, f"client {missing[0]} is missing: clients must be numbered 0..N-1 "
-                            f"(N = {num_clients} from the largest id)")
+    missing = first_missing_id(per_client)
+    if missing is not None:
+        raise _fail(source, f"client {missing} is missing: clients must be numbered 0..N-1 "
+                            f"(N = {max(per_client) + 1} from the largest id)")
+    num_clients = len(per_client)
     intervals, period_list = [], []
     for client in range(num_clients):
         period = periods.get(client)
-        if period is not None and not period > 0:
-            raise _fail(source, f"client {client}: period = {period!r}: must be positive")
-        spans = sorted(per_client[client])
+        if period is not None:
+            # The converters and generators come here without a parser: the same number rules.
+            period = _number(source, f"client {client} period", period)
+            if not period > 0:
+                raise _fail(source, f"client {client}: period = {period!r}: must be positive")
+        spans = sorted((_number(source, f"client {client} start", start),
+                        _number(source, f"client {client} end", end, allow_inf=True))
+                       for start, end in per_client[client])
         for start, end in spans:
             if start < 0:
                 raise _fail(source, f"client {client}: start = {start!r}: a negative time")
@@ -246,7 +252,7 @@ def trace_to_json(trace: AvailabilityTrace) -> str:
             entry["period"] = period
         clients.append(entry)
     # One client a line: readable and diffable for thousands of clients.
-    lines = ",\n  ".join(json.dumps(entry) for entry in clients)
+    lines = ",\n  ".join(json.dumps(entry, allow_nan=False) for entry in clients)
     return f'{{"format": "{TRACE_FORMAT}", "version": 1, "clients": [\n  {lines}\n]}}\n'
 
 
@@ -259,14 +265,18 @@ def trace_to_csv(trace: AvailabilityTrace) -> str:
 
 
 def write_trace(trace: AvailabilityTrace, path: str | Path) -> None:
-    """Write ``trace`` atomically as ``.json`` or ``.csv`` (fedhet's schema)."""
+    """Write ``trace`` atomically as ``.json`` or ``.csv`` (fedhet's schema). The text is first read
+    back with the parser that ``fedhet check`` and a run use, so a file that they would refuse is
+    never written (the error names the file and the value instead)."""
     path = Path(path)
-    if path.suffix == ".json":
-        atomic_write_text(path, trace_to_json(trace))
-    elif path.suffix == ".csv":
-        atomic_write_text(path, trace_to_csv(trace))
-    else:
+    if path.suffix not in (".json", ".csv"):
         raise TraceError(f"{path}: write a trace as .json or .csv")
+    try:
+        text = trace_to_json(trace) if path.suffix == ".json" else trace_to_csv(trace)
+    except ValueError as error:      # json's allow_nan=False: a NaN or infinity where JSON has none
+        raise TraceError(f"{path}: not written: {error}") from None
+    (parse_json_trace if path.suffix == ".json" else parse_csv_trace)(text, str(path))
+    atomic_write_text(path, text)
 
 
 def trace_from_spans(spans: Sequence[Sequence[tuple[float, float]]], periods: Sequence[Optional[float]],

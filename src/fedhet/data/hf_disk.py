@@ -40,6 +40,7 @@ from fedhet.core.options import ConfigError, option
 from fedhet.core.registry import DATASETS
 from fedhet.data.agnews import WordTokenizer, _hugging_face_encoder
 from fedhet.data.errors import DatasetFileError
+from fedhet.data.hf_layout import saved_dataset_files
 from fedhet.data.validation import DataOptions
 from fedhet.errors import FedhetError
 
@@ -81,6 +82,9 @@ def _load_splits(options: HfDiskOptions):
     directory = Path(options.path).expanduser()
     if not directory.is_dir():
         raise DatasetFileError(f"data.path = {directory}: no such directory (give the folder save_to_disk wrote)")
+    # Before datasets opens anything: every file it will read must be a regular file inside the
+    # directory (fedhet.data.hf_layout); these are the files data_files.json records.
+    files = saved_dataset_files(directory)
     datasets = _import_datasets()
     try:
         loaded = datasets.load_from_disk(str(directory))
@@ -102,7 +106,7 @@ def _load_splits(options: HfDiskOptions):
         if split not in loaded:
             raise ConfigError(key, split, "no such split in the saved dataset; it has: "
                               + ", ".join(sorted(map(str, loaded))))
-    return directory, loaded[options.train_split], loaded[options.test_split]
+    return directory, files, loaded[options.train_split], loaded[options.test_split]
 
 
 def _input_column(options: HfDiskOptions, columns: list[str]) -> str:
@@ -205,7 +209,7 @@ def _client_indices(train, column: str) -> list[torch.Tensor]:
 
 def load_hf_disk(options: HfDiskOptions) -> DatasetBundle:
     """The saved dataset of ``options.path`` as a :class:`DatasetBundle` (see the module docstring)."""
-    directory, train, test = _load_splits(options)
+    directory, files, train, test = _load_splits(options)
     if len(train) == 0 or len(test) == 0:
         raise DatasetFileError(f"{directory}: the {options.train_split if len(train) == 0 else options.test_split} "
                                "split is empty")
@@ -219,10 +223,10 @@ def load_hf_disk(options: HfDiskOptions) -> DatasetBundle:
     else:
         train_inputs, test_inputs = _numeric_inputs(train_values, test_values, column)
     clients = _client_indices(train, options.client_column) if options.client_column else None
-    files = tuple(str(p) for p in sorted(directory.rglob("*")) if p.is_file())
     return DatasetBundle(name="hf", train=TensorDataset(train_inputs, train_labels),
                          test=TensorDataset(test_inputs, test_labels), num_classes=num_classes,
-                         input_shape=tuple(train_inputs.shape[1:]), client_indices=clients, source_files=files)
+                         input_shape=tuple(train_inputs.shape[1:]), client_indices=clients,
+                         source_files=tuple(str(path) for path in files))
 
 
 @DATASETS.register("hf", HfDiskOptions)

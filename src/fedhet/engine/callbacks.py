@@ -86,16 +86,23 @@ def set_aside_bad_lines(path: Path, scan: MetricsScan) -> Optional[Path]:
     return aside
 
 
-def write_fully(fd: int, data: bytes) -> None:
+def write_fully(fd: int, data: bytes, path: Optional[os.PathLike | str] = None) -> None:
     """``os.write`` until every byte is written (a short write, e.g. on a nearly full disk, is
-    continued; an error such as ENOSPC is raised), then fsync."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        if written <= 0:
-            raise OSError(f"write returned {written}")
-        view = view[written:]
-    os.fsync(fd)
+    continued; an error such as ENOSPC is raised), then fsync. ``os.write`` and ``os.fsync`` raise
+    errors that name no file; with ``path`` given, such an error is raised again naming it, so the
+    one-line error says which file the disk refused."""
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            if written <= 0:
+                raise OSError(f"write returned {written}")
+            view = view[written:]
+        os.fsync(fd)
+    except OSError as error:
+        if path is None or error.filename is not None or error.errno is None:
+            raise
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from error
 
 
 class MetricsWriter(Callback):
@@ -116,12 +123,7 @@ class MetricsWriter(Callback):
         line = json.dumps(record, sort_keys=True, allow_nan=True) + "\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            write_fully(fd, line.encode("utf-8"))
-        except OSError as error:
-            if error.filename is not None or error.errno is None:
-                raise
-            # os.write names no file: the one-line error must say which (a full disk mid-run).
-            raise OSError(error.errno, error.strerror or str(error), str(self.path)) from error
+            write_fully(fd, line.encode("utf-8"), self.path)
         finally:
             os.close(fd)
         return False

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple, Optional
 import torch
 
 from fedhet.client.schedule import plan_local_work
+from fedhet.core.resume_inputs import saved_state
 from fedhet.core.task import FederatedTask
 from fedhet.errors import FedhetError
 from fedhet.participation.base import ParticipationContext
@@ -152,7 +153,15 @@ def build_clock(system: Optional[SystemOptions], task: FederatedTask, participat
     ``overcommit`` the process chooses ``ceil(f k)`` clients (at most N) and the clock keeps k."""
     if system is None:
         return None, participation_options
-    profiles = load_profiles(system, task.num_clients, seed)
+    saved = saved_state("clock", ClockState._fields) if system.profiles == "file" else None
+    if saved is not None:
+        # Resuming: the checkpoint's clock holds the profiles the run started with (c_n for this
+        # model, links, latency); the profile file, which may have changed or gone, is not read again.
+        profiles = ClientProfiles(device_flops=torch.full_like(saved["latency"], math.nan),
+                                  seconds_per_sample=saved["seconds_per_sample"], uplink_bps=saved["uplink_bps"],
+                                  downlink_bps=saved["downlink_bps"], latency=saved["latency"])
+    else:
+        profiles = load_profiles(system, task.num_clients, seed)
     # The model reads the stored inputs as they are (as fedhet.core.task's evaluation does).
     example = task.train.inputs[:1]
     flops = forward_flops_per_example(task.model, example)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from fedhet.algorithms import build as build_algorithm
-from fedhet.backends.ray_backend import RayWorkersLostError
+from fedhet.backends.ray_backend import RayBackend, RayWorkersLostError
 from fedhet.config.schema import ExperimentConfig
 from fedhet.core.io import atomic_write_json
 from fedhet.core.task import evaluate
@@ -30,6 +30,8 @@ from fedhet.engine.federation import Federation
 from fedhet.engine.fingerprint import config_fingerprint
 from fedhet.engine.rundir import STORES_DIR
 from fedhet.engine.simulator import TrainingDivergedError
+
+DIVERGED_FILE = "diverged.json"   # written when a round diverged: {"round": t, "reason": ...}
 from fedhet.engine.summary import summarize
 
 logger = logging.getLogger(__name__)
@@ -61,6 +63,8 @@ class RunHandle:
         self.simulator = simulator_from_config(config, federation, algorithm=algorithm, backend=backend,
                                                stores_dir=run_dir / STORES_DIR)
         self.backend = backend
+        if isinstance(backend, RayBackend):
+            backend.set_lost_hint(self.intact_hint())
         self.records: list[dict[str, Any]] = []
         self.elapsed = 0.0
         self.pending_losses: list[float] = []
@@ -102,16 +106,21 @@ class RunHandle:
         self.elapsed = saved["elapsed"]
         self.pending_losses = list(saved["pending_losses"])
 
+    def intact_hint(self) -> str:
+        return f"The last checkpoint in {self.run_dir} is intact; continue with `{resume_command(self.run_dir)}`."
+
     def run_round(self) -> dict[str, Any]:
         config = self.config
         started = time.perf_counter()
         try:
             record, cohort = self.simulator.run_round()
         except TrainingDivergedError as error:
+            # A record of how the run ended, for readers that count a diverged run with a failure value
+            # (fedhet.claims.evaluate) instead of mistaking it for one killed or still running.
+            atomic_write_json(self.run_dir / DIVERGED_FILE, {"round": self.simulator.next_round + 1, "reason": str(error)})
             raise TrainingDivergedError(f"{error}. The last checkpoint in {self.run_dir} is intact.") from None
         except RayWorkersLostError as error:
-            raise RayWorkersLostError(f"{error}. The last checkpoint in {self.run_dir} is intact; continue with "
-                                      f"`{resume_command(self.run_dir)}`.") from None
+            raise RayWorkersLostError(f"{error}. {self.intact_hint()}") from None
         if len(cohort):
             self.pending_losses.append(float(cohort.train_loss.mean()))
         round_number = record["round"]
@@ -120,8 +129,11 @@ class RunHandle:
                                                             config.run.rounds)
         if (round_number % config.run.eval_every == 0 or round_number == config.run.rounds or client_round
                 or train_loss_round):
-            test_loss, test_accuracy = evaluate(self.task, self.simulator.params,
-                                                batch_size=config.run.eval_batch_size, backend=self.backend)
+            try:
+                test_loss, test_accuracy = evaluate(self.task, self.simulator.params,
+                                                    batch_size=config.run.eval_batch_size, backend=self.backend)
+            except RayWorkersLostError as error:
+                raise RayWorkersLostError(f"{error}. {self.intact_hint()}") from None
             record["test_loss"], record["test_accuracy"] = test_loss, test_accuracy
             if self.validation_task is not None:
                 record["val_loss"], record["val_accuracy"] = evaluate(

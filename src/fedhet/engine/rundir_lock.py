@@ -112,13 +112,15 @@ class DirectoryLock:
 
 
 class LockFileError(FedhetError, OSError):
-    """The lock's path is a symbolic link or not a regular file (a hostile or damaged directory)."""
+    """The lock's path is a symbolic link, not a regular file, or a hard link (a hostile or damaged
+    directory)."""
 
 
 def _open_lock_file(path: Path) -> int:
     """Open (or create) the lock file without following a symbolic link, and refuse anything but a
-    regular file: the lock is truncated and written, and a run directory is untrusted input
-    (docs/reliability.md, finding S1: a planted ``.fedhet.lock`` link truncated its target)."""
+    regular file with one name: the lock is truncated and written, and a run directory is untrusted
+    input, so neither a planted link nor a hard link to another file may be written through
+    (docs/reliability.md)."""
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags, 0o644)
@@ -127,9 +129,15 @@ def _open_lock_file(path: Path) -> int:
             raise LockFileError(f"{path} is a symbolic link; fedhet does not follow it (it would write "
                                 "through it): remove the link") from None
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise LockFileError(f"{path} is not a regular file; remove it (fedhet recreates its lock file)")
+    if info.st_nlink > 1:
+        # A hard link shares its target's data: truncating the lock would truncate that file.
+        os.close(fd)
+        raise LockFileError(f"{path} has {info.st_nlink} names (a hard link to another file); fedhet truncates "
+                            "and writes its lock file, so it refuses it: remove it (fedhet recreates it)")
     return fd
 
 

@@ -18,12 +18,14 @@ continues bit for bit.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from fedhet.config.schema import ExperimentConfig, config_to_toml, load_config, parse_override
 from fedhet.core.io import atomic_write_json, atomic_write_text
+from fedhet.core.resume_inputs import resuming
 from fedhet.engine import checkpoint as ckpt, run_plots
 from fedhet.engine.callbacks import (
     Callback,
@@ -134,7 +136,10 @@ def _run_locked(config: ExperimentConfig, run_dir: Path, *, resume: bool, overwr
     logger.debug("device %s, %d torch thread(s), run directory %s", device, threads, run_dir)
     federation = build_federation(config, device, datasets)
     check_run_resources(config, federation.task, run_dir, log)
-    handle = RunHandle(config, run_dir, federation, log)
+    # A resumed run's trace and profiles come from its checkpoint, not from their files (which
+    # may have changed or gone since): fedhet.core.resume_inputs.
+    with resuming(saved["simulator"]) if resume else contextlib.nullcontext():
+        handle = RunHandle(config, run_dir, federation, log)
     metrics_path = run_dir / "metrics.jsonl"
     if resume:
         handle.load_state(saved)
@@ -220,5 +225,6 @@ def resume_run(run_dir: str | Path, *, callbacks: Iterable[Callback] = (),
         raise FileNotFoundError(f"{run_dir} is not a fedhet run directory (no config.toml)")
     sets = list(sets)
     check_resumable_overrides([parse_override(item)[0] for item in sets])
-    config = load_config(run_dir / "config.toml", sets)
+    with resuming():      # the configuration's checks do not read files the checkpoint replaces
+        config = load_config(run_dir / "config.toml", sets)
     return run_experiment(config, run_dir, resume=True, callbacks=callbacks, log=log, datasets=datasets)

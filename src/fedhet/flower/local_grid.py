@@ -17,9 +17,9 @@ from uuid import uuid4
 
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
-from flwr.common.constant import SUPERLINK_NODE_ID, ErrorCode
 from flwr.serverapp import Grid, ServerApp
-from flwr.supercore.task_identity import TaskIdentity
+
+from fedhet.flower.flwr_compat import CLIENT_APP_RAISED_EXCEPTION, set_message_id, set_task_identity
 
 
 class LocalGrid(Grid):
@@ -35,8 +35,8 @@ class LocalGrid(Grid):
                          for m, config in enumerate(node_configs)}
         self.dropped: set[int] = set()
         # Messages take their run and source from the process's task identity, which Flower's
-        # runtime sets in a deployment's ServerApp process (flwr.supercore.task_identity).
-        TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, run_id, SUPERLINK_NODE_ID
+        # runtime sets in a deployment's ServerApp process (fedhet.flower.flwr_compat).
+        set_task_identity(run_id)
         self.replies: dict[str, Message] = {}
         self.sent: list[tuple[int, str]] = []          # (node, message type) of every delivered message
 
@@ -65,7 +65,7 @@ class LocalGrid(Grid):
         for message in messages:
             node_id = message.metadata.dst_node_id
             message_id = str(uuid4())
-            message.metadata.__dict__["_message_id"] = message_id
+            set_message_id(message, message_id)
             ids.append(message_id)
             if node_id in self.dropped or node_id not in self.contexts:
                 continue
@@ -73,7 +73,7 @@ class LocalGrid(Grid):
             try:
                 reply = self.client_app(message, self.contexts[node_id])
             except Exception as error:  # noqa: BLE001  (what a SuperNode does with a ClientApp's exception)
-                reply = Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
+                reply = Message(Error(code=CLIENT_APP_RAISED_EXCEPTION,
                                       reason=f"{type(error)}:<'{error}'>"), reply_to=message)
             self.replies[message_id] = reply
         return ids

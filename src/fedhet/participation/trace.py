@@ -10,7 +10,8 @@ a stream keyed by (seed, round). An empty ``A_t`` is an empty round (the clock t
 
 The trace is read and checked when the configuration is (a malformed file, a negative time or an
 empty window is refused before any work) and against ``partition.num_clients`` when the process
-starts; the state holds the trace itself, so a checkpoint carries it.
+starts; the state holds the trace itself, so a checkpoint carries it, and a resumed run takes it from
+there without reading the file again.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import torch
 
 from fedhet.core.options import ConfigError, option
 from fedhet.core.registry import PARTICIPATION
+from fedhet.core.resume_inputs import from_checkpoint, saved_state
 from fedhet.core.traces import available_at, read_trace
 from fedhet.participation.base import (
     ParticipationContext,
@@ -45,7 +47,8 @@ class TraceOptions(WarmupOptions):
     def validate(self, section: str) -> None:
         if not self.trace_file:
             raise ConfigError(f"{section}.trace_file", self.trace_file, "participation 'trace' needs a trace file")
-        read_trace(self.trace_file)        # a bad trace is refused with the configuration
+        if not from_checkpoint():          # a resumed run's trace is its checkpoint's (fedhet.core.resume_inputs)
+            read_trace(self.trace_file)    # a bad trace is refused with the configuration
 
 
 class TraceState(NamedTuple):
@@ -65,6 +68,11 @@ class TraceParticipation:
         self.clients_per_round = options.clients_per_round
 
     def init(self, context: ParticipationContext) -> TraceState:
+        saved = saved_state("participation", TraceState._fields)
+        if saved is not None:
+            # Resuming: the checkpoint holds the trace the run started with; the file, which may have
+            # changed or gone since, is not read again (fedhet.core.resume_inputs).
+            return TraceState(**saved)
         trace = read_trace(self.trace_file)
         if trace.num_clients != context.num_clients:
             raise ConfigError("participation.trace_file", self.trace_file,

@@ -3,8 +3,9 @@
 Each row draws the difference as a dot and the interval ``[lo, hi]`` as a horizontal bar, coloured by
 its outcome (:data:`OUTCOME_COLOURS`); zero is a solid vertical line and, when the row has a minimal
 effect ``delta``, the band between 0 and ``delta`` is shaded so a reader sees at once whether the
-interval clears zero (holds), lies left of zero (contradicted), or stays short of ``delta`` (not
-reproduced): the verdict rule of docs/claims.md, "The verdict rule". A row whose difference or interval is
+interval clears zero and reaches ``delta`` (holds), clears zero but stays short of ``delta`` (smaller than
+claimed), lies left of zero (contradicted), or reaches zero and stays short of ``delta`` (not reproduced):
+the verdict rule of docs/claims.md, "The verdict rule". A row whose difference or interval is
 not finite (one seed, a missing run) keeps its label and gets no bar, so the rows stay aligned with
 the table beside them.
 
@@ -25,6 +26,7 @@ from fedhet.core.io import atomic_savefig
 # "not tested" is a comparison below its protocol's regime, drawn light so it reads as a trend only.
 OUTCOME_COLOURS: dict[str, str] = {
     "holds": "#2e7d32",
+    "smaller than claimed": "#9e9d24",
     "contradicted": "#c62828",
     "not reproduced": "#ef6c00",
     "inconclusive": "#757575",

@@ -6,6 +6,7 @@ Exit codes (``fedhet report`` and ``fedhet claims`` use them too): 0 success; 1 
 """
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TextIO, cast
@@ -82,12 +83,18 @@ def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str
            f"runs in {plan.out_dir}", stderr if failed else status)
     for outcome in failed:
         _print(f"failed: {outcome.run.name}: {outcome.error}", stderr)
-    _print(f"report:  fedhet report {plan.out_dir} --out {Path(plan.out_dir) / 'report'}", status)
+    _print(f"report:  {report_hint(plan.out_dir)}", status)
     from fedhet.engine.tracking import sweep_viewer_lines
 
     for line in sweep_viewer_lines([(run.config.run.name, run.seed, run.run_dir) for run in plan.runs]):
         _print(f"view:    {line}", status)
     return EXIT_FAILED_RUNS if failed else EXIT_OK
+
+
+def report_hint(out_dir: str | Path) -> str:
+    """The ``fedhet report`` command for a sweep's directory, each path quoted for the shell so that
+    pasting it runs nothing a directory's name holds (``$(...)``, ``;``, spaces)."""
+    return f"fedhet report {shlex.quote(str(out_dir))} --out {shlex.quote(str(Path(out_dir) / 'report'))}"
 
 
 class _NullStream:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from fedhet.core.io import atomic_write_json
+from fedhet.core.log_files import append_log_text, check_log_file
 from fedhet.engine.callbacks import Callback, read_metrics
 from fedhet.engine.dataset_cache import DatasetCache
 from fedhet.engine.rundir import clear_run_directory
@@ -44,7 +45,7 @@ from fedhet.sweep.plan import (
     run_state,
 )
 from fedhet.sweep.progress import DONE, FAILED, RUNNING, SKIPPED, SweepProgress
-from fedhet.sweep.worker import LOG_FILE, execute_run
+from fedhet.sweep.worker import LOG_FILE, execute_run, failure_status
 from fedhet.sweep.worker_pool import WorkerPool
 
 
@@ -96,6 +97,9 @@ def _prepare(run: PlannedRun, plan: SweepPlan, replace: bool) -> None:
         with DirectoryLock(run.run_dir):
             clear_run_directory(run.run_dir, sweep_files=True)
     run.run_dir.mkdir(parents=True, exist_ok=True)
+    # The run's sweep.log is appended to by whichever process runs it: a planted link, hard link or
+    # FIFO there stops the sweep here, before anything runs, rather than being written through.
+    check_log_file(run.run_dir / LOG_FILE)
     atomic_write_json(run.run_dir / SWEEP_RUN_FILE, run.metadata(plan))
 
 
@@ -115,7 +119,7 @@ class _ProgressCallback(Callback):
 
 def _run_in_process(run: PlannedRun, state: str, view: SweepProgress, datasets: DatasetCache) -> RunOutcome:
     log_path = run.run_dir / LOG_FILE
-    with open(log_path, "a", encoding="utf-8") as log_file:
+    with append_log_text(log_path) as log_file:     # never through a planted link (fedhet.core.log_files)
         def log(message: str) -> None:
             log_file.write(message + "\n")
             log_file.flush()
@@ -124,7 +128,7 @@ def _run_in_process(run: PlannedRun, state: str, view: SweepProgress, datasets: 
                                   callbacks=[_ProgressCallback(view, run.name)], log=log, datasets=datasets)
         except Exception as error:  # one failed run must not stop the sweep; the log has the traceback
             log_file.write(traceback.format_exc())
-            return RunOutcome(run, FAILED, error=f"{type(error).__name__}: {error}")
+            return RunOutcome(run, FAILED, error=f"{type(error).__name__}: {error}", exit_status=failure_status(error))
     return RunOutcome(run, DONE, summary=summary)
 
 
@@ -133,10 +137,12 @@ def _finish_worker(run: PlannedRun, status: int) -> RunOutcome:
     if status == 0 and summary is not None:
         return RunOutcome(run, DONE, summary=summary)
     tail = tail_of(run.run_dir / LOG_FILE)
-    # "exit status N;" as a worker process of its own ends: `fedhet tune` reads 1 as the machine's failure.
+    # "exit status N;" as a worker process of its own ends. A worker that died before answering was
+    # killed (the kernel's out-of-memory killer, a signal): the machine's failure, status 1.
     what = f"exit status {status}" if status in (1, 2, 3) else \
         f"its worker process ended before answering (exit status {status})"
-    return RunOutcome(run, FAILED, error=f"{what}; end of {run.run_dir / LOG_FILE}:\n{tail}")
+    return RunOutcome(run, FAILED, error=f"{what}; end of {run.run_dir / LOG_FILE}:\n{tail}",
+                      exit_status=status if status in (1, 2, 3) else 1)
 
 
 def _run_workers(todo: list[tuple[PlannedRun, str]], jobs: int, view: SweepProgress,

@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Optional
 
+from fedhet.core.log_files import UnsafeLogFileError, read_log_tail
 from fedhet.sweep.plan import PlannedRun
 from fedhet.sweep.progress import DONE, FAILED, SweepProgress
 
@@ -16,13 +17,20 @@ class RunOutcome:
     status: str                      # done | skipped (finished before) | failed
     summary: Optional[dict[str, Any]] = None
     error: Optional[str] = None
+    # A failed run's exit status as the command line's (fedhet.error_lines): 1 the machine (a full
+    # disk, no memory, a refused resource estimate, its worker process killed), 2 the run's input,
+    # 3 a bug; None when the executor cannot tell (Ray). `fedhet tune` stops on 1 instead of
+    # recording the trial as failed.
+    exit_status: Optional[int] = None
 
 
 def tail_of(path: Path, lines: int = 6) -> str:
+    """The end of a run's log for a failure message; a log that is a link, a hard link or not a
+    regular file is not read, and the reason stands in for its tail (fedhet.core.log_files)."""
     try:
-        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return ""
+        return read_log_tail(path, lines)
+    except UnsafeLogFileError as error:
+        return str(error)
 
 
 def show_outcome(view: SweepProgress, outcome: RunOutcome) -> None:

@@ -49,6 +49,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from fedhet.core.log_files import append_log_text
 from fedhet.core.tempdirs import owned_temp_dir, remove_orphaned_temp_dirs
 from fedhet.engine.callbacks import Callback
 from fedhet.engine.rundir import clear_run_directory
@@ -173,7 +174,7 @@ def _execute(request: dict[str, Any], run_dir: Path, shared: bool, emit) -> None
     from fedhet.error_lines import error_line, is_user_error
 
     pending: list[str] = []
-    log_file = open(run_dir / LOG_FILE, "a", encoding="utf-8") if shared else None
+    log_file = None
 
     def log(message: str) -> None:
         if log_file is not None:
@@ -191,6 +192,9 @@ def _execute(request: dict[str, Any], run_dir: Path, shared: bool, emit) -> None
     tracker = None if shared else ChangeTracker(run_dir, known=file_signatures(run_dir))
     threads = [f"run.threads={request['threads']}"]
     try:
+        if shared:
+            # Never through a planted link, hard link or FIFO (fedhet.core.log_files).
+            log_file = append_log_text(run_dir / LOG_FILE)
         log(f"ray: {'resuming' if request['resume'] else 'starting'} on {socket.gethostname()} "
             f"(pid {os.getpid()}), run directory {'in place' if shared else 'shipped back from ' + str(run_dir)}")
         config = None

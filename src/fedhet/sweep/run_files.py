@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable, Mapping, Optional
 
 from fedhet.core.io import atomic_write_bytes
+from fedhet.core.log_files import append_log_text
 from fedhet.engine.checkpoint import CHECKPOINT_NAME, PREVIOUS_NAME
 from fedhet.engine.rundir_lock import LOCK_NAME
 from fedhet.errors import FedhetError
@@ -125,5 +126,5 @@ def append_log(run_dir: Path, lines: Iterable[str]) -> None:
     """Append shipped log lines to the run's ``sweep.log``."""
     lines = list(lines)
     if lines:
-        with open(Path(run_dir) / SWEEP_LOG, "a", encoding="utf-8") as handle:
+        with append_log_text(Path(run_dir) / SWEEP_LOG) as handle:    # never through a planted link
             handle.write("".join(line if line.endswith("\n") else line + "\n" for line in lines))

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from fedhet.config.schema import ExperimentConfig, resolve_config
+from fedhet.core.log_files import UnsafeLogFileError, open_log_for_append
 from fedhet.engine.callbacks import Callback
 from fedhet.engine.dataset_cache import DatasetCache
 from fedhet.errors import FedhetError
@@ -78,9 +79,14 @@ def report_failure(error: Exception) -> None:
 
 
 def failure_status(error: Exception) -> int:
-    """The command line's exit status for ``error``: 1 the machine, 2 the run's input, 3 a bug."""
-    from fedhet.error_lines import error_line
+    """The exit status for ``error``: 1 the machine, 2 the run's input, 3 a bug. As the command
+    line's, except that a refusal for memory or disk (``ResourceLimitError``, ``RayActorsTooManyError``:
+    MemoryErrors that are also user errors, exit 2 on the command line) is 1 here: the same run
+    succeeds once memory or disk is freed, so `fedhet tune` must not record it as the trial's result."""
+    from fedhet.error_lines import EXIT_OS_ERROR, error_line, is_out_of_memory
 
+    if is_out_of_memory(error):
+        return EXIT_OS_ERROR
     return error_line(error)[1]
 
 
@@ -144,7 +150,12 @@ class _OutputTo:
         sys.stdout.flush()
         sys.stderr.flush()
         self.saved = (os.dup(1), os.dup(2))
-        target = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            target = open_log_for_append(self.path)     # never through a planted link (fedhet.core.log_files)
+        except BaseException:
+            for saved in self.saved:
+                os.close(saved)
+            raise
         try:
             os.dup2(target, 1)
             os.dup2(target, 2)
@@ -178,8 +189,13 @@ def serve(requests, replies, *, datasets: Optional[DatasetCache] = None) -> None
             continue
         run_dir = Path(request["run_dir"])
         run_dir.mkdir(parents=True, exist_ok=True)
-        with _OutputTo(run_dir / LOG_FILE):
-            status = run_request(request, datasets)
+        try:
+            with _OutputTo(run_dir / LOG_FILE):
+                status = run_request(request, datasets)
+        except UnsafeLogFileError:
+            # The log cannot be written (a planted link or FIFO); the sweep names the reason when
+            # it reads the log's end (fedhet.sweep.outcome.tail_of). The run's input: status 2.
+            status = 2
         replies.write(json.dumps({"run_dir": str(run_dir), "status": status}) + "\n")
         replies.flush()
 

@@ -18,9 +18,11 @@ ids (``clients`` keeps the first N of them).
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Optional
 
+from fedhet.core.client_ids import parse_client_id
 from fedhet.core.safe_pickle import load_plain_pickle
 from fedhet.core.traces import AvailabilityTrace, TraceError, trace_from_spans, write_trace
 from fedhet.system.profiles import ClientProfiles, ProfileError, profiles_from_rows, write_profiles
@@ -44,10 +46,17 @@ def detect_kind(data: Any, source: str) -> str:
 
 
 def _ordered_clients(data: dict, source: str, clients: Optional[int]) -> list[Any]:
-    try:
-        keys = sorted(data, key=lambda key: (int(key), str(key)))
-    except (TypeError, ValueError, OverflowError):     # int(inf) overflows
-        raise ProfileError(f"{source}: FedScale client ids must be integers") from None
+    """The file's keys in ascending order of their ids; an id is an integer or its decimal text
+    (fedhet.core.client_ids), and two keys of one id (``1`` and ``"1"``) are refused."""
+    ids: dict[int, Any] = {}
+    for key in data:
+        number = parse_client_id(key)
+        if number is None:
+            raise ProfileError(f"{source}: client id {key!r}: FedScale client ids must be integers")
+        if number in ids:
+            raise ProfileError(f"{source}: client id {number} is listed twice ({ids[number]!r} and {key!r})")
+        ids[number] = key
+    keys = [ids[number] for number in sorted(ids)]
     if clients is not None:
         if clients > len(keys):
             raise ProfileError(f"{source}: --clients {clients} but the file has {len(keys)} clients")
@@ -71,7 +80,7 @@ def capacity_to_profiles(data: dict, source: str, clients: Optional[int] = None)
         if not isinstance(entry, dict) or not {"computation", "communication"} <= set(entry):
             raise ProfileError(f"{source}: client {key!r}: expected computation and communication")
         computation, communication = entry["computation"], entry["communication"]
-        if not isinstance(computation, (int, float)) or not isinstance(communication, (int, float)):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (computation, communication)):
             raise ProfileError(f"{source}: client {key!r}: computation and communication must be numbers")
         computation = _as_float(computation, ProfileError, f"{source}: client {key!r}: computation")
         communication = _as_float(communication, ProfileError, f"{source}: client {key!r}: communication")
@@ -91,14 +100,18 @@ def behavior_to_trace(data: dict, source: str, clients: Optional[int] = None) ->
         if not isinstance(active, (list, tuple)) or not isinstance(inactive, (list, tuple)) or len(active) != len(inactive):
             raise TraceError(f"{source}: client {key!r}: active and inactive must be lists of the same length")
         spans.append(list(zip(active, inactive)))
-        periods.append(entry["finish_time"])
+        finish = entry["finish_time"]
+        # FedScale replays a client at t mod finish_time; with an infinite finish_time that is t itself:
+        # a client that is not replayed, fedhet's "no period" (an infinite period is not a valid file).
+        periods.append(None if isinstance(finish, float) and finish == math.inf else finish)
     for client, (pairs, period) in enumerate(zip(spans, periods)):
-        values = [v for pair in pairs for v in pair] + [period]
+        values = [v for pair in pairs for v in pair] + ([] if period is None else [period])
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
             raise TraceError(f"{source}: client {client}: times must be numbers")
         spans[client] = [(_as_float(a, TraceError, f"{source}: client {client}: time"),
                           _as_float(b, TraceError, f"{source}: client {client}: time")) for a, b in pairs]
-        periods[client] = _as_float(period, TraceError, f"{source}: client {client}: finish_time")
+        if period is not None:
+            periods[client] = _as_float(period, TraceError, f"{source}: client {client}: finish_time")
     return trace_from_spans(spans, periods, source)
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from fedhet.core.client_ids import first_missing_id, parse_client_id
 from fedhet.core.input_files import parse_input_json, read_input_text
 from fedhet.core.io import atomic_write_text
 from fedhet.core.options import ConfigError
@@ -105,6 +106,8 @@ def draw_profiles(options: SystemOptions, num_clients: int, seed: int) -> Client
 
 
 def _positive(source: str, client: Any, key: str, value: Any, *, zero: bool = False) -> float:
+    if isinstance(value, bool):            # JSON true is not 1 FLOP/s
+        raise ProfileError(f"{source}: client {client}: {key} = {value!r}: expected a number")
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -120,19 +123,20 @@ def profiles_from_rows(rows: list[dict[str, Any]], source: str) -> ClientProfile
     by_client: dict[int, dict[str, Any]] = {}
     for row in rows:
         client: Any = row.get("client")     # any value of the file, None when missing; checked here
-        try:
-            client_id = int(client)
-        except (TypeError, ValueError):
-            raise ProfileError(f"{source}: client = {client!r}: expected an integer") from None
+        client_id = parse_client_id(client)     # an integer or its text: 3.9 is not client 3
+        if client_id is None:
+            raise ProfileError(f"{source}: client = {client!r}: expected an integer")
         if client_id in by_client:
             raise ProfileError(f"{source}: client {client_id} is listed twice")
         by_client[client_id] = row
     if not by_client:
         raise ProfileError(f"{source}: the file lists no client")
-    num_clients = max(by_client) + 1
-    missing = [n for n in range(num_clients) if n not in by_client]
-    if missing or min(by_client) < 0:
-        raise ProfileError(f"{source}: clients must be numbered 0..N-1 (client {missing[0] if missing else min(by_client)})")
+    if min(by_client) < 0:
+        raise ProfileError(f"{source}: clients must be numbered 0..N-1 (client {min(by_client)})")
+    missing = first_missing_id(by_client)     # without a list as long as the largest id
+    if missing is not None:
+        raise ProfileError(f"{source}: clients must be numbered 0..N-1 (client {missing} is missing)")
+    num_clients = len(by_client)
     columns: dict[str, list[float]] = {name: [] for name in PROFILE_COLUMNS[1:]}
     for client in range(num_clients):
         row = by_client[client]

@@ -113,11 +113,12 @@ def tensorboard_command(runs: Sequence[tuple[str, Path]]) -> str:
 
 
 def mlflow_command(uri: str, *, mlflow_ui: Optional[bool] = None) -> str:
-    """``mlflow ui`` on a local store (with what to install when only mlflow-skinny is here), or the
-    server's address. ``mlflow_ui``: whether ``mlflow ui`` can start (default: asked of the packages)."""
+    """``mlflow ui`` on a local store, SQLite or ``file:`` (with what to install when only mlflow-skinny
+    is here), or the server's address. ``mlflow_ui``: whether ``mlflow ui`` can start (default: asked
+    of the packages)."""
     from fedhet.tracking.names import MLFLOW_UI_HINT, mlflow_ui_available
 
-    if not uri.startswith("file:"):
+    if not uri.startswith(("file:", "sqlite:")):
         return f"MLflow: open {uri}"
     ready = mlflow_ui_available() if mlflow_ui is None else mlflow_ui
     return (f"mlflow ui --backend-store-uri {shlex.quote(uri)} --host 127.0.0.1"

@@ -1,16 +1,24 @@
-"""MLflow: one MLflow run per fedhet run, in a local ``file:`` store by default.
+"""MLflow: one MLflow run per fedhet run, in one local SQLite store per output directory by default.
 
-The store defaults to ``mlruns`` beside the run directory (``out_dir/mlruns``; for a sweep, inside
-the sweep directory), the experiment to ``run.tracker_project``, else the sweep's name, else
+The store defaults to ``mlflow.db`` beside the run directory (``out_dir/mlflow.db``; for a sweep,
+inside the sweep directory, so the sweep's runs are one store that ``mlflow ui`` shows together):
+SQLite, MLflow's own default since 3.7, with the runs' artifacts in ``out_dir/mlartifacts``. A
+``file:`` store that an earlier fedhet made there (``out_dir/mlruns``, and no ``mlflow.db``) is kept,
+as ``mlflow server`` keeps an existing ``./mlruns``, so a sweep is never split between two stores;
+``run.mlflow_uri`` names any other store, a ``file:`` one included (docs/tracking.md says how to
+migrate one to SQLite). The experiment is ``run.tracker_project``, else the sweep's name, else
 ``fedhet``. Switches that MLflow reads from the environment are set only around its calls: its
 file store (in maintenance mode since MLflow 3, refused unless ``MLFLOW_ALLOW_FILE_STORE``) and its
 usage telemetry (off: nothing leaves the machine unless ``run.mlflow_uri`` names a server). On
-resume the saved run id is reopened and the last round is read back from the store itself.
+resume the saved run id is reopened, in the store it was made in, and the last round is read back
+from the store itself.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import stat
 import time
 import urllib.parse
 import urllib.request
@@ -25,7 +33,12 @@ if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
 ENVIRONMENT = {"MLFLOW_ALLOW_FILE_STORE": "true", "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
-STORE_DIR = "mlruns"
+STORE_FILE = "mlflow.db"            # the default store: SQLite, beside the run directory
+ARTIFACTS_DIR = "mlartifacts"       # its runs' artifacts (what `mlflow server` calls its default too)
+STORE_DIR = "mlruns"                # a file: store an earlier fedhet made there, kept until migrated
+# How long a process waits for another's hold on a local store (creating its tables, or the
+# sweep's experiment) before saying so.
+STORE_LOCK_TIMEOUT_SECONDS = 120.0
 # MLflow's per-request limits (log_batch): 1000 metrics, 100 parameters.
 _METRICS_PER_BATCH = 1000
 _PARAMS_PER_BATCH = 100
@@ -57,34 +70,127 @@ def check_server(uri: str) -> None:
             "run.mlflow_uri unset for the local store beside the run directory") from None
 
 
+class MlflowStoreError(FedhetError, OSError):
+    """The default local store's path is not a regular file, or another process held it too long."""
+
+
+def sqlite_uri(path: Path) -> str:
+    """``sqlite:////abs/path`` for a local database file, its path percent-quoted (SQLAlchemy unquotes
+    it), so that a directory named with ``?``, ``%`` or spaces is the file opened."""
+    return "sqlite:///" + urllib.parse.quote(str(path.absolute()))
+
+
+def sqlite_path(uri: str) -> Optional[Path]:
+    """The file of a local ``sqlite:`` URI (None for other URIs and for SQLite in memory)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = urllib.parse.unquote(uri[len("sqlite:///"):].split("?", 1)[0])
+    return Path(path) if path and path != ":memory:" else None
+
+
+def file_store_path(uri: str) -> Optional[Path]:
+    """The folder of a local ``file:`` store (or a plain path, which MLflow reads as one); None for others."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme == "file":
+        return Path(urllib.request.url2pathname(parsed.path))
+    if parsed.scheme == "" and uri:
+        return Path(uri)
+    return None
+
+
 def default_tracking_uri(run_dir: Path) -> str:
-    return (run_dir.resolve().parent / STORE_DIR).as_uri()
+    """The store of a run in ``run_dir`` when ``run.mlflow_uri`` is unset: ``mlflow.db`` beside the run
+    directory (every run of a sweep shares it), or the ``mlruns`` file store an earlier fedhet made
+    there while no ``mlflow.db`` exists (module docstring)."""
+    out = run_dir.resolve().parent
+    if (out / STORE_DIR).is_dir() and not os.path.lexists(out / STORE_FILE):
+        return (out / STORE_DIR).as_uri()
+    return sqlite_uri(out / STORE_FILE)
+
+
+def artifact_location(uri: str) -> Optional[str]:
+    """Where an experiment that fedhet creates keeps its runs' artifacts: beside a local SQLite
+    database (MLflow's own default would be ``./mlruns`` in the working directory, outside the output
+    directory); MLflow's default for any other store (inside a ``file:`` store, a server's root)."""
+    path = sqlite_path(uri)
+    return (path.parent / ARTIFACTS_DIR).as_uri() if path is not None else None
+
+
+def _check_database_file(path: Path) -> None:
+    """Refuse a database path that is a symbolic link or not a regular file: SQLite would write
+    through a link planted in the output directory into a file outside it."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
+        raise MlflowStoreError(f"{path} is {'a symbolic link' if stat.S_ISLNK(info.st_mode) else 'not a regular file'}; "
+                               "fedhet does not open it as its MLflow store: remove it, or set run.mlflow_uri")
+
+
+def _check_sqlalchemy() -> None:
+    """MLflow's SQLite store needs SQLAlchemy and Alembic, which the full mlflow package installs and
+    mlflow-skinny does not: without them, one line that says what to install."""
+    import importlib.util
+
+    from fedhet.tracking.names import INSTALL_HINT, TrackerUnavailableError
+
+    missing = [name for name in ("sqlalchemy", "alembic") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise TrackerUnavailableError(
+            f"MLflow's SQLite store (the default, mlflow.db beside the run directory) needs {' and '.join(missing)}, "
+            f"which mlflow-skinny does not install: {INSTALL_HINT} (the full mlflow), pip install sqlalchemy "
+            "alembic, or set run.mlflow_uri to a file: store")
+
+
+def _lock_path(uri: str) -> Optional[Path]:
+    """The lock file of a local store: beside a SQLite database, inside a file store; None for others."""
+    database = sqlite_path(uri)
+    if database is not None:
+        return database.parent / f".{database.name}.fedhet-lock"
+    store = file_store_path(uri)
+    return store / ".fedhet-experiments.lock" if store is not None else None
 
 
 @contextlib.contextmanager
-def _store_lock(uri: str) -> Iterator[None]:
-    """Hold an exclusive lock on a local ``file:`` store while an experiment is looked up or made.
+def _store_lock(uri: str, timeout: float = STORE_LOCK_TIMEOUT_SECONDS) -> Iterator[None]:
+    """Hold an exclusive lock on a local store while it is opened and the experiment looked up or made.
 
-    The file store checks an experiment name by listing folders, so two sweep workers starting
-    together could each create the sweep's experiment; the lock makes the second find the first's.
-    Other stores (a server, a database) enforce unique names themselves.
+    Sweep workers start together: on a new SQLite database each would create MLflow's tables (its
+    migrations are not safe to run twice at once), and the file store checks an experiment name by
+    listing folders, so two could each create the sweep's experiment. The lock makes the second
+    find the first's. The wait is bounded by ``timeout`` seconds. Servers and other databases
+    enforce unique names themselves.
     """
     try:
         import fcntl
     except ImportError:                 # not POSIX: no lock (parallel sweep workers may race there)
         fcntl = None
-    parsed = urllib.parse.urlparse(uri)
-    if parsed.scheme not in ("file", "") or fcntl is None:
+    path = _lock_path(uri)
+    if path is None or fcntl is None:
         yield
         return
-    store = Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme else Path(uri)
-    store.mkdir(parents=True, exist_ok=True)
-    with open(store / ".fedhet-experiments.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    from fedhet.engine.rundir_lock import _open_lock_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = _open_lock_file(path)          # no link followed, a regular file only
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise MlflowStoreError(f"the MLflow store {uri} stayed locked by another process for "
+                                           f"{timeout:.0f} s ({path}); is a fedhet run stuck there?") from None
+                time.sleep(0.05)
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 class MlflowTracker(Tracker):
@@ -101,9 +207,16 @@ class MlflowTracker(Tracker):
         with self._environment():
             from mlflow.exceptions import MlflowException
 
+            # A resumed run stays in the store it was made in (a file: store included).
+            default = not saved and not context.options.mlflow_uri
             uri = saved["tracking_uri"] if saved else (context.options.mlflow_uri
                                                        or default_tracking_uri(context.run_dir))
             check_server(uri)
+            database = sqlite_path(uri)
+            if database is not None:
+                _check_sqlalchemy()
+                if default:
+                    _check_database_file(database)
             try:
                 return self._start(context, saved, uri)
             except MlflowException as error:
@@ -118,12 +231,14 @@ class MlflowTracker(Tracker):
     def _start(self, context: TrackingContext, saved: Optional[dict[str, Any]], uri: str) -> dict[str, Any]:
         from mlflow.tracking import MlflowClient
 
-        self.client = MlflowClient(tracking_uri=uri)
-        if saved:
-            self.run_id = saved["run_id"]
-            self.client.update_run(self.run_id, status="RUNNING")
-            return dict(saved)
-        experiment_id = self._experiment_id(context.project)
+        with _store_lock(uri):
+            # Opening a new SQLite store creates its tables: under the lock, with the experiment.
+            self.client = MlflowClient(tracking_uri=uri)
+            if saved:
+                self.run_id = saved["run_id"]
+                self.client.update_run(self.run_id, status="RUNNING")
+                return dict(saved)
+            experiment_id = self._get_or_create_experiment(context.project, artifact_location(uri))
         # setting and seed as tags: the MLflow runs table groups the seeds of a setting by them.
         tags = {"fedhet.run_dir": str(context.run_dir.resolve()), "setting": context.setting,
                 "seed": str(context.seed)}
@@ -133,11 +248,7 @@ class MlflowTracker(Tracker):
         self.run_id = run.info.run_id
         return {"tracking_uri": uri, "experiment_id": experiment_id, "run_id": self.run_id}
 
-    def _experiment_id(self, name: str) -> str:
-        with _store_lock(started(self.client, self.name).tracking_uri):
-            return self._get_or_create_experiment(name)
-
-    def _get_or_create_experiment(self, name: str) -> str:
+    def _get_or_create_experiment(self, name: str, artifacts: Optional[str]) -> str:
         from mlflow.exceptions import MlflowException
 
         client = started(self.client, self.name)
@@ -145,7 +256,7 @@ class MlflowTracker(Tracker):
         if experiment is not None:
             return experiment.experiment_id
         try:
-            return client.create_experiment(name)
+            return client.create_experiment(name, artifact_location=artifacts)
         except MlflowException:
             # Another worker of the same sweep created it between the lookup and the creation.
             experiment = client.get_experiment_by_name(name)

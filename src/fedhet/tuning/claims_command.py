@@ -34,22 +34,29 @@ def results_markdown(outcomes: Sequence[SearchOutcome], command: str) -> str:
         keys = [knob.key for knob in search.knobs]
         lines += [f"## {search.target}", "",
                   f"criterion `{search.criterion.text}` ({search.criterion.direction}) at round {outcome.horizon}, "
-                  f"tier {outcome.tier}, run.seed {outcome.seed}; chosen: "
+                  f"tier {outcome.tier}, " + (f"run.seed {outcome.seed}" if len(outcome.seeds) < 2 else
+                                              f"seeds {', '.join(map(str, outcome.seeds))} (the mean)")
+                  + "; chosen: "
                   + ", ".join(f"`{k} = {_cell(v)}`" for k, v in outcome.chosen.items()), ""]
         if outcome.extensions:
             lines += ["edge rule: " + "; ".join(outcome.extensions), ""]
+        if outcome.stability:
+            lines += ["stability rule: " + "; ".join(outcome.stability), ""]
         lines += ["| stage | " + " | ".join(f"`{k}`" for k in keys) + f" | state | {search.criterion.text} | |",
                   "|" + " --- |" * (len(keys) + 4)]
         chosen_by_stage = {}
         for point in outcome.points:
             best = chosen_by_stage.get(point.stage)
-            if point.state == "complete" and (best is None or (
+            if point.state == "complete" and point.eligible is not False and (best is None or (
                     point.value > best.value if search.criterion.maximize else point.value < best.value)):
                 chosen_by_stage[point.stage] = point
         for point in outcome.points:
             mark = "*" if chosen_by_stage.get(point.stage) is point else ""
+            state = point.state + (" (next step unstable)" if point.eligible is False else "")
+            seeds = (" (" + ", ".join(_cell(v) if v is not None else "failed" for v in point.per_seed.values()) + ")"
+                     if len(point.per_seed) > 1 else "")
             lines.append(f"| {point.stage} | " + " | ".join(_cell(point.values.get(k)) for k in keys)
-                         + f" | {point.state} | {_cell(point.value)} | {mark} |")
+                         + f" | {state} | {_cell(point.value)}{seeds} | {mark} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -59,17 +66,23 @@ def chosen_toml(outcomes: Sequence[SearchOutcome]) -> str:
     for outcome in outcomes:
         search = outcome.search
         lines += ["", f"[protocol.{search.protocol}.method.{search.method}]",
-                  f"lr_source = {_toml_value(f'tuned: tune_claims.sh, {search.criterion.text}@{outcome.horizon}, seed {outcome.seed}')}"]
+                  f"lr_source = {_toml_value(f'tuned: tune_claims.sh, {search.criterion.text}@{outcome.horizon}, ' + _seeds_text(outcome))}"]
         lines += [f"{key} = {_toml_value(value)}" for key, value in outcome.chosen.items()]
     return "\n".join(lines) + "\n"
+
+
+def _seeds_text(outcome: SearchOutcome) -> str:
+    seeds = outcome.seeds or (outcome.seed,)
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {', '.join(map(str, seeds))}"
 
 
 def results_json(outcomes: Sequence[SearchOutcome]) -> dict:
     return {"searches": [{
         "search": o.search.target, "criterion": o.search.criterion.text, "direction": o.search.criterion.direction,
-        "horizon": o.horizon, "tier": o.tier, "seed": o.seed, "chosen": o.chosen, "chosen_value": o.chosen_value,
-        "extensions": o.extensions,
+        "horizon": o.horizon, "tier": o.tier, "seed": o.seed, "seeds": list(o.seeds or (o.seed,)),
+        "chosen": o.chosen, "chosen_value": o.chosen_value, "extensions": o.extensions, "stability": o.stability,
         "points": [{"stage": p.stage, "values": p.values, "state": p.state, "criterion": p.value,
+                    "per_seed": {str(seed): value for seed, value in p.per_seed.items()}, "eligible": p.eligible,
                     "test_accuracy (not used)": p.test_accuracy, "directory": p.directory} for p in o.points]}
         for o in outcomes]}
 
@@ -79,9 +92,12 @@ def describe_plan(plan: TuningPlan, only: Optional[list[str]], tier: str) -> str
     for search in plan.select(only):
         protocol = plan.protocols[search.protocol]
         stages = " then ".join(" x ".join(f"{k.name}{list(k.values)}" for k in stage) for stage in search.stages)
-        rows.append(f"{search.target}: {search.grid_size()} trials before edge extensions; {stages}; "
-                    f"criterion {search.criterion.text}; run.seed {protocol.tuning_seed}")
-    total = sum(s.grid_size() for s in plan.select(only))
+        seeds = search.seeds or (protocol.tuning_seed,)
+        rows.append(f"{search.target}: {search.grid_size() * len(seeds)} trials before edge extensions"
+                    + (" and stability checks" if search.stability else "") + f"; {stages}; "
+                    f"criterion {search.criterion.text}; run.seed {', '.join(map(str, seeds))}"
+                    + (f"; stability under {', '.join(search.stability)}" if search.stability else ""))
+    total = sum(s.grid_size() * len(s.seeds or (0,)) for s in plan.select(only))
     return "\n".join(rows + [f"total: {total} trials (tier {tier}), before edge extensions"])
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from fedhet.tuning.criteria import Criterion, check_criterion, parse_criterion
+from fedhet.tuning.errors import TuneError
 from fedhet.tuning.search import SAMPLERS, SearchSettings, run_search
 from fedhet.tuning.space import parse_parameter
 from fedhet.tuning.trials import ConfigTrialRunner
@@ -38,6 +39,8 @@ def tune_command(config: str, params: Sequence[str], *, sampler: str = "grid", t
                         log=lambda message: print(message, file=sys.stderr, flush=True))
     print(result.table())
     best = result.best
+    if best is None:        # run_search raises first (require_complete); kept for the type checker
+        raise TuneError(f"no trial of the search in {out_dir} completed")
     print(f"\nchosen (trial {best.number}, {chosen.text} = {best.value:.6g}; test metrics not used): "
           + ", ".join(f"{key}={value}" for key, value in best.values.items()))
     print(f"written: {out_dir / 'trials.csv'}, {out_dir / 'best.json'}, {out_dir / 'best.toml'}")

@@ -7,6 +7,9 @@
 - ``global_train_loss@R``: the loss of the global model over the clients' whole training set at
   round R (``run.global_train_loss_every``); minimised. This is FedAU's criterion: its step sizes
   were chosen by "the training loss at 500 rounds" of the global model (FedAU, ICLR 2024, Appendix C.4).
+- ``global_train_loss_last10``: that loss averaged over its recorded rounds in the last 10% of the rounds;
+  minimised. A window rather than one round, so that a step size whose loss oscillates near divergence is
+  not chosen on one lucky round (the claims' FedAU tuning, docs/claims.md).
 - ``val_loss[@R]``, ``val_accuracy[@R]``: the loss / accuracy on the validation split at round R
   (default: the last round); the loss is minimised, the accuracy maximised.
 - ``train_loss@R``: the mean *local minibatch* loss the clients recorded during local training in the
@@ -29,9 +32,9 @@ from fedhet.tuning.errors import TuneError
 
 # name -> maximise
 METRICS = {"train_loss": False, "val_loss": False, "val_accuracy": True, "global_train_loss": False,
-           "val_accuracy_last10": True}
+           "val_accuracy_last10": True, "global_train_loss_last10": False}
 # Windowed criteria: name -> (the per-round metric averaged, the fraction of the last rounds).
-WINDOWS = {"val_accuracy_last10": ("val_accuracy", 0.1)}
+WINDOWS = {"val_accuracy_last10": ("val_accuracy", 0.1), "global_train_loss_last10": ("global_train_loss", 0.1)}
 
 
 @dataclasses.dataclass(frozen=True)

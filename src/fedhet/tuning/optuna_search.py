@@ -7,13 +7,19 @@ stopped. The rules (seeding, pruning, jobs) are in :mod:`fedhet.tuning.search`.
 Each trial keeps fedhet's own outcome in the study's user attributes (``fedhet_state``: complete,
 pruned or failed; ``test_accuracy``, recorded and never used; ``error``), so the trial table of a
 continued search is rebuilt from the study alone, without running anything again.
+
+The sampler's flags are set explicitly (:data:`TPE_FLAGS`) rather than left to Optuna's defaults,
+which Optuna 5.0 changed (multivariate TPE and the constant liar on, and another Parzen bandwidth).
+The Optuna version and the flags are recorded in ``search.json`` and the results
+(:func:`study_record`); a study is continued only under the Optuna major version that began it
+(:func:`check_study_record`), since another major version draws other trials from the same seed.
 """
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from fedhet.tuning.errors import TuneError
 from fedhet.tuning.results import COMPLETE, FAILED, PRUNED, TrialRecord
@@ -25,6 +31,13 @@ if TYPE_CHECKING:
 
 STUDY_NAME = "fedhet-tune"
 
+# TPESampler's flags, passed explicitly so that Optuna's defaults cannot change a search: these are
+# Optuna 4's defaults, the flags of every search fedhet made before they were recorded. Optuna 5
+# defaults to multivariate = True and constant_liar = True; under Optuna 5 these flags still draw
+# other trials than Optuna 4 (5.0 also changed the Parzen estimator's bandwidth, with no flag to
+# restore it), which is why a study is continued only under the major version that began it.
+TPE_FLAGS: dict[str, Any] = {"multivariate": False, "group": False, "constant_liar": False}
+
 
 def import_optuna():
     try:
@@ -33,6 +46,44 @@ def import_optuna():
         raise TuneError("--sampler optuna needs the optional package optuna: pip install 'fedhet[tune]' "
                         "(or use --sampler grid)") from None
     return optuna
+
+
+def _major(version: str) -> str:
+    return str(version).split(".", 1)[0]
+
+
+def study_record(optuna: Any, startup_trials: int) -> dict[str, Any]:
+    """What ``search.json`` and the results record about the study's sampler: the Optuna version and
+    every flag the TPE sampler is given besides its per-trial seed."""
+    return {"version": optuna.__version__, "sampler": "TPESampler",
+            "flags": {**TPE_FLAGS, "n_startup_trials": startup_trials}}
+
+
+def check_study_record(saved: Optional[Mapping[str, Any]], current: Mapping[str, Any], out_dir: Path) -> None:
+    """Refuse to continue the study of ``out_dir`` (``saved``: its recorded sampler, None when the
+    search predates the record) under another Optuna major version or other sampler flags.
+
+    A search recorded without them was made by a fedhet that left the flags to Optuna's defaults and
+    was written against Optuna 4; it is continued under Optuna 4, whose defaults are :data:`TPE_FLAGS`,
+    and refused under any other major version."""
+    version = str(current["version"])
+    if saved is None:
+        if _major(version) != "4":
+            raise TuneError(f"{out_dir} holds an Optuna study that did not record its Optuna version (made "
+                            f"before fedhet recorded it, under Optuna 4); this is Optuna {version}, which "
+                            "draws other trials from the same seed: continue it under Optuna 4 "
+                            "(pip install 'optuna>=4,<5'), or run the search again with another --out")
+        return
+    made = str(saved.get("version", "?"))
+    if _major(made) != _major(version):
+        raise TuneError(f"{out_dir} holds an Optuna study begun under Optuna {made}; this is Optuna {version}, "
+                        "whose sampler draws other trials from the same seed: continue it under Optuna "
+                        f"{_major(made)}.x (pip install 'optuna=={_major(made)}.*'), or run the search again "
+                        "with another --out")
+    if saved.get("sampler") != current["sampler"] or saved.get("flags") != current["flags"]:
+        raise TuneError(f"{out_dir} holds an Optuna study made with other sampler settings "
+                        f"({saved.get('sampler')} {saved.get('flags')}; this fedhet uses {current['sampler']} "
+                        f"{current['flags']}): continue it with the fedhet that began it, or choose another --out")
 
 
 def _distribution(optuna: Any, parameter: SearchParameter) -> BaseDistribution:
@@ -48,9 +99,9 @@ def _distribution(optuna: Any, parameter: SearchParameter) -> BaseDistribution:
 def repair_torn_journal(journal_path: Path) -> bool:
     """Cut a torn last line off the journal; True when there was one. Optuna skips such a line when
     it reads the journal but appends its next record right after it, fusing the two into a line it
-    can never parse (finding L1 of the 2026-11-24 campaign: a search made unresumable by ENOSPC or
-    a crash mid-append). Every complete record ends with a newline, so what follows the last one is
-    the torn record. Call it only while holding the tune directory's lock."""
+    can never parse (a search made unresumable by ENOSPC or a crash mid-append). Every complete
+    record ends with a newline, so what follows the last one is the torn record. Call it only while
+    holding the tune directory's lock."""
     if not journal_path.is_file():
         return False
     with open(journal_path, "rb+") as handle:
@@ -78,20 +129,30 @@ def repair_torn_journal(journal_path: Path) -> bool:
 
 
 def _open_study(optuna, settings, journal_path: Path):
+    """The study and a function from a trial's number to a live :class:`optuna.trial.Trial` of it
+    (through the storage's public API, for the trials an earlier process asked for too)."""
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
     pruner = optuna.pruners.MedianPruner(n_startup_trials=settings.startup_trials, n_warmup_steps=0)
     try:
         storage = JournalStorage(JournalFileBackend(str(journal_path)))     # replays the journal
-        return optuna.create_study(study_name=STUDY_NAME, storage=storage, direction=settings.criterion.direction,
-                                   pruner=pruner, load_if_exists=True)
+        # Given a sampler with the flags, so that none with Optuna's defaults is ever made; each ask
+        # replaces it with the asked trial's own (optuna_trials).
+        study = optuna.create_study(study_name=STUDY_NAME, storage=storage, direction=settings.criterion.direction,
+                                    pruner=pruner, sampler=_sampler(optuna, settings, 0), load_if_exists=True)
     except json.JSONDecodeError as error:
         # A line damaged before the journal's last one (a torn last line is cut off above): Optuna
         # cannot replay the search from it, and dropping the line would change the study.
         raise TuneError(f"{journal_path}: line {_first_bad_line(journal_path)} is not a JSON record ({error.msg}); "
                         "the search cannot be replayed from it: restore the file, or move it aside to start the "
                         "search again") from None
+    study_id = storage.get_study_id_from_name(STUDY_NAME)
+
+    def live(number: int):
+        return optuna.trial.Trial(study, storage.get_trial_id_from_study_id_trial_number(study_id, number))
+
+    return study, live
 
 
 def _first_bad_line(journal_path: Path) -> int | str:
@@ -103,6 +164,12 @@ def _first_bad_line(journal_path: Path) -> int | str:
             except ValueError:
                 return number
     return "?"
+
+
+def _sampler(optuna, settings, number: int):
+    """Trial ``number``'s sampler: TPE with :data:`TPE_FLAGS`, seeded by the trial's number."""
+    return optuna.samplers.TPESampler(seed=trial_seed(settings.seed, number),
+                                      n_startup_trials=settings.startup_trials, **TPE_FLAGS)
 
 
 def _from_study(frozen, criterion) -> TrialRecord:
@@ -118,12 +185,12 @@ def optuna_trials(settings, runner, journal_path: Path, make_record: Callable[..
     """Run the study up to ``settings.trials`` trials; every trial's record, in trial order."""
     optuna = import_optuna()
     RUNNING = optuna.trial.TrialState.RUNNING
-    study = _open_study(optuna, settings, journal_path)
+    study, live_trial = _open_study(optuna, settings, journal_path)
     distributions: dict[str, BaseDistribution] = {p.key: _distribution(optuna, p) for p in settings.space}
     criterion = settings.criterion
     last_round = criterion.at_round(runner.rounds)
 
-    def finish(trial_id: int, number: int, values: dict[str, Any], run, pruned: bool, live) -> None:
+    def finish(number: int, values: dict[str, Any], run, pruned: bool, live) -> None:
         record = make_record(number, values, run, criterion, runner.rounds, pruned=pruned)
         live.set_user_attr("fedhet_state", record.state)
         live.set_user_attr("test_accuracy", record.test_accuracy)
@@ -142,7 +209,7 @@ def optuna_trials(settings, runner, journal_path: Path, make_record: Callable[..
             break
         if running:
             # Interrupted before: finish them with the values they were given (their runs resume).
-            batch = [(t._trial_id, t.number, dict(t.params)) for t in running]
+            batch = [(t.number, dict(t.params)) for t in running]
             reported = {t.number: set(t.intermediate_values) for t in running}
         else:
             batch, reported = [], {}
@@ -150,13 +217,12 @@ def optuna_trials(settings, runner, journal_path: Path, make_record: Callable[..
                 number = len(study.get_trials(deepcopy=False))
                 # A fresh sampler per trial, seeded by its number: the draw depends only on the trials
                 # finished before it, not on how many draws this process has made.
-                study.sampler = optuna.samplers.TPESampler(seed=trial_seed(settings.seed, number),
-                                                           n_startup_trials=settings.startup_trials)
+                study.sampler = _sampler(optuna, settings, number)
                 trial = study.ask(distributions)
-                batch.append((trial._trial_id, trial.number, dict(trial.params)))
+                batch.append((trial.number, dict(trial.params)))
         if settings.jobs == 1:
-            for trial_id, number, values in batch:
-                live = optuna.trial.Trial(study, trial_id)
+            for number, values in batch:
+                live = live_trial(number)
 
                 def hook(record, live=live, done=reported.get(number, set())) -> bool:
                     step = int(record["round"])
@@ -167,15 +233,15 @@ def optuna_trials(settings, runner, journal_path: Path, make_record: Callable[..
                     return step < last_round and live.should_prune()
 
                 run = runner.run_one(trial_name(number), values, hook)
-                finish(trial_id, number, values, run, run.stopped, live)
+                finish(number, values, run, run.stopped, live)
         else:
-            runs = runner.run_batch([(trial_name(number), values) for _, number, values in batch], settings.jobs)
-            for trial_id, number, values in batch:
-                live = optuna.trial.Trial(study, trial_id)
+            runs = runner.run_batch([(trial_name(number), values) for number, values in batch], settings.jobs)
+            for number, values in batch:
+                live = live_trial(number)
                 run = runs[trial_name(number)]
                 # Reported afterwards: not pruned, but the pruner of later trials sees the curve.
                 for step, value in criterion.intermediate(run.records, runner.rounds):
                     live.report(value, step)
-                finish(trial_id, number, values, run, False, live)
+                finish(number, values, run, False, live)
     done = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
     return [_from_study(t, criterion) for t in done]

@@ -12,8 +12,8 @@ Each search's trials run the method as the protocol runs it in the chosen tier (
 method's keys < the protocol's tier table < the method's tier table, ``same_as`` resolved by
 :mod:`fedhet.claims.same_as`), with ``run.seed`` = the protocol's ``tuning_seed``. Loading checks
 what the pre-registration promises: the tuning seed is none of the protocol's evaluation seeds, a searched
-method exists and is not a paired arm (``same_as``) or a reused one (``methods_from``), no configuration key
-is searched twice, and the criterion is read at the horizon (no ``@ROUND``). A knob's key that the method
+method exists and is not a reused one (``methods_from``), a paired arm (``same_as``) searches only the keys it
+declares in ``tuned`` (every other value stays its reference's), no configuration key is searched twice, and the criterion is read at the horizon (no ``@ROUND``). A knob's key that the method
 cannot take is refused when its first trial's configuration is built.
 
 The protocols are read here from the raw TOML (a small reader of the keys tuning needs:
@@ -69,10 +69,15 @@ class ProtocolTables:
     def overrides(self, method: str, tier: str) -> dict[str, Any]:
         """The values a run of ``method`` applies over the base file in ``tier`` (module docstring)."""
         table = self.methods[method]
-        own = {k: v for k, v in table.items() if k not in (*TIER_TABLES, "lr_source", "same_as")}
+        own = {k: v for k, v in table.items() if k not in (*TIER_TABLES, "lr_source", "same_as", "tuned")}
         if tier == "default":
             return {**self.sets, **own}
         return {**self.sets, **own, **self.tiers.get(tier, {}), **table.get(tier, {})}
+
+
+# Keys a search may add to its trials beyond the protocol's: they change what a run records, never what it
+# trains (a windowed criterion needs its metric recorded more often than the evaluation runs do).
+RECORDING_KEYS = ("run.global_train_loss_every",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +86,9 @@ class Search:
     method: str
     criterion: Criterion
     stages: tuple[tuple[Knob, ...], ...]
+    seeds: tuple[int, ...] = ()                # tuning seeds; () = the protocol's tuning_seed alone
+    record: dict[str, Any] = dataclasses.field(default_factory=dict)   # RECORDING_KEYS
+    stability: tuple[str, ...] = ()            # other protocols where the next larger step must finish too
 
     @property
     def target(self) -> str:
@@ -192,9 +200,6 @@ def load_plan(path: str | Path, protocols_path: str | Path | None = None) -> Tun
         if protocol.methods_from:
             raise TuneError(f"{where}: protocol {protocol_name} reuses {protocol.methods_from}'s methods "
                             f"(methods_from); search {protocol.methods_from}/{method} instead")
-        if "same_as" in protocol.methods[method]:
-            raise TuneError(f"{where}: a paired arm (same_as = {protocol.methods[method]['same_as']!r}) takes "
-                            "its reference's values and is not searched")
         if not isinstance(protocol.tuning_seed, int) or protocol.tuning_seed in {
                 s for seeds in protocol.seeds.values() for s in seeds}:
             raise TuneError(f"{where}: protocol {protocol_name} needs a tuning_seed that is none of its "
@@ -208,6 +213,14 @@ def load_plan(path: str | Path, protocols_path: str | Path | None = None) -> Tun
         if missing:
             raise TuneError(f"{where}: no knob {', '.join(missing)}; knobs: {', '.join(knobs)}")
         resolved = tuple(tuple(knobs[k] for k in stage) for stage in stages)
+        table_of = protocol.methods[method]
+        if "same_as" in table_of:
+            own_keys = set(table_of.get("tuned", ()))
+            searched = {knobs[k].key for stage in stages for k in stage}
+            if not own_keys or not searched <= own_keys:
+                raise TuneError(f"{where}: a paired arm (same_as = {table_of['same_as']!r}) takes its reference's "
+                                f"values; it may search only the keys it declares in tuned = [...] "
+                                f"(declared: {sorted(own_keys) or 'none'}; searched: {sorted(searched)})")
         keys = [knob.key for stage in resolved for knob in stage]
         if len(set(keys)) != len(keys):
             raise TuneError(f"{where}: a configuration key is searched by two knobs")
@@ -215,7 +228,30 @@ def load_plan(path: str | Path, protocols_path: str | Path | None = None) -> Tun
         if criterion.round is not None:
             raise TuneError(f"{where}: criterion = {criterion.text!r}: write it without @ROUND; the "
                             "horizon is the protocol's (tuning horizon = evaluation horizon)")
-        searches.append(Search(protocol_name, method, criterion, resolved))
+        unknown = sorted(set(table) - {"criterion", "stages", "seeds", "record", "stability"})
+        if unknown:
+            raise TuneError(f"{where}: unknown key {', '.join(unknown)}; allowed: criterion, stages, seeds, record, "
+                            "stability")
+        seeds = _seeds(f"{where} seeds", table["seeds"]) if "seeds" in table else ()
+        evaluated = {s for name in (protocol_name, *table.get("stability", ()))
+                     if name in protocols for seeds_ in protocols[name].seeds.values() for s in seeds_}
+        if set(seeds) & evaluated or len(set(seeds)) != len(seeds):
+            raise TuneError(f"{where}: seeds = {list(seeds)}: distinct tuning seeds, none of them an evaluation seed "
+                            f"({sorted(evaluated)})")
+        record = table.get("record", {})
+        if not isinstance(record, dict) or not set(record) <= set(RECORDING_KEYS):
+            raise TuneError(f"{where}: record = {record!r}: only keys that change what a trial records, not what "
+                            f"it trains: {', '.join(RECORDING_KEYS)}")
+        stability = table.get("stability", [])
+        if not isinstance(stability, list) or not all(isinstance(name, str) for name in stability):
+            raise TuneError(f"{where}: stability = [\"PROTOCOL\", ...]: the protocols in which a point's next larger "
+                            "step must also finish")
+        for name in stability:
+            if name not in protocols or method not in protocols[name].methods:
+                raise TuneError(f"{where}: stability protocol {name!r} has no method {method!r}")
+        if stability and any(len(stage) != 1 for stage in resolved):
+            raise TuneError(f"{where}: the stability rule needs one knob per stage (its next larger step)")
+        searches.append(Search(protocol_name, method, criterion, resolved, seeds, dict(record), tuple(stability)))
     if not searches:
         raise TuneError(f"{path}: no [search.\"PROTOCOL/METHOD\"] tables")
     return TuningPlan(path, knobs, tuple(searches), max_extensions, protocols)

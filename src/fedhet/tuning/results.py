@@ -5,6 +5,9 @@
   the report and never used to choose);
 - ``best.json``: the chosen trial, its values and criterion value;
 - ``best.toml``: the chosen values as a TOML snippet to paste into an experiment file.
+
+An Optuna search's ``trials.json`` and ``best.json`` also hold ``optuna``: the Optuna version and
+the sampler's flags (:func:`fedhet.tuning.optuna_search.study_record`).
 """
 from __future__ import annotations
 
@@ -60,24 +63,36 @@ def best_toml(values: dict[str, Any], comment: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _sampler_text(sampler: str, study: Optional[dict[str, Any]]) -> str:
+    """``optuna 5.0.0, TPESampler(multivariate=False, ...)``: the sampler as the results name it."""
+    if study is None:
+        return sampler
+    flags = ", ".join(f"{key}={value}" for key, value in study["flags"].items())
+    return f"{sampler} {study['version']}, {study['sampler']}({flags})"
+
+
 def write_results(out_dir: Path, trials: Sequence[TrialRecord], keys: Sequence[str], criterion: Criterion,
-                  best: Optional[TrialRecord], *, sampler: str, command: str) -> None:
+                  best: Optional[TrialRecord], *, sampler: str, command: str,
+                  study: Optional[dict[str, Any]] = None) -> None:
+    """``study``: an Optuna search's version and sampler flags
+    (:func:`fedhet.tuning.optuna_search.study_record`), recorded under ``optuna``."""
     rows = trial_rows(trials, keys, criterion)
+    recorded = {"optuna": study} if study is not None else {}
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else ["trial"], lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     atomic_write_text(out_dir / "trials.csv", buffer.getvalue())
     atomic_write_json(out_dir / "trials.json", {"criterion": criterion.text, "direction": criterion.direction,
-                                                "sampler": sampler, "trials": rows})
+                                                "sampler": sampler, **recorded, "trials": rows})
     if best is None:
         return
     atomic_write_json(out_dir / "best.json", {
         "trial": best.number, "values": best.values, "criterion": criterion.text,
-        "direction": criterion.direction, "value": _number(best.value), "sampler": sampler,
+        "direction": criterion.direction, "value": _number(best.value), "sampler": sampler, **recorded,
         "trials": len(trials), "command": command,
         "note": "chosen by the criterion only; test metrics are in trials.csv and were not used"})
-    comment = (f"fedhet tune ({sampler}, {len(trials)} trials): chosen by {criterion.text} "
+    comment = (f"fedhet tune ({_sampler_text(sampler, study)}; {len(trials)} trials): chosen by {criterion.text} "
                f"({criterion.direction}) = {best.value:.6g}, trial {best.number}\n{command}")
     atomic_write_text(out_dir / "best.toml", best_toml(best.values, comment))
 

@@ -12,7 +12,9 @@ Rules (docs/tuning.md):
   another search is refused there), one run directory per trial under ``trials/`` (finished runs
   are read back, interrupted ones resume from their checkpoints) and, for Optuna, the study in
   ``optuna.journal`` (optuna's JournalStorage). A trial interrupted mid-run is finished with the
-  values it was given. Raising ``--trials`` continues a search.
+  values it was given. Raising ``--trials`` continues a search. ``search.json`` also records the
+  Optuna version and the sampler's flags; a study is continued only under the same Optuna major
+  version and flags (:func:`fedhet.tuning.optuna_search.check_study_record`).
 - **Seeding.** Grid: the points are fixed. Optuna: trial ``k`` is drawn by a TPE sampler seeded with
   ``derive_seed(seed, "tune", k)`` from the trials finished before it, so the draw does not depend
   on whether the search was interrupted in between.
@@ -40,6 +42,8 @@ from fedhet.tuning.trials import TrialRun, TrialRunner, trial_name
 SEARCH_FILE = "search.json"
 JOURNAL_FILE = "optuna.journal"
 SAMPLERS = ("grid", "optuna")
+# search.json's record of the Optuna version and sampler flags (fedhet.tuning.optuna_search.study_record).
+STUDY_KEY = "optuna"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +65,7 @@ class SearchSettings:
 @dataclasses.dataclass
 class SearchResult:
     trials: list[TrialRecord]
-    best: TrialRecord
+    best: Optional[TrialRecord]               # None only when run with require_complete = False
     keys: list[str]
     criterion: Criterion
 
@@ -69,17 +73,25 @@ class SearchResult:
         return format_table(self.trials, self.keys, self.criterion, self.best)
 
 
-def _check_out_dir(out_dir: Path, settings: SearchSettings) -> None:
+def _check_out_dir(out_dir: Path, settings: SearchSettings, study: Optional[dict[str, Any]]) -> None:
+    """Refuse another search in ``out_dir``, or an Optuna study under another major version or other
+    sampler flags (``study``: this process's :func:`~fedhet.tuning.optuna_search.study_record`), then
+    record the search in ``search.json``."""
     path = out_dir / SEARCH_FILE
     identity = settings.identity()
     if path.is_file():
         saved = json.loads(path.read_text(encoding="utf-8"))
+        recorded = saved.pop(STUDY_KEY, None)
         differing = sorted(k for k in set(saved) | set(identity) if saved.get(k) != identity.get(k))
         if differing:
             raise TuneError(f"{out_dir} holds another search (it differs in {', '.join(differing)}); "
                             "continue it with its own settings, or choose another --out")
+        if study is not None:
+            from fedhet.tuning.optuna_search import check_study_record
+
+            check_study_record(recorded, study, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, identity)
+    atomic_write_json(path, {**identity, **({STUDY_KEY: study} if study is not None else {})})
 
 
 def _record(number: int, values: dict[str, Any], run: TrialRun, criterion: Criterion, rounds: int,
@@ -103,8 +115,10 @@ def _grid(settings: SearchSettings, runner: TrialRunner, log: Callable[[str], No
 
 
 def run_search(settings: SearchSettings, runner: TrialRunner, out_dir: str | Path, *, command: str = "",
-               log: Callable[[str], None] = lambda message: None) -> SearchResult:
-    """Run (or continue) the search in ``out_dir``; write its results; return them (module docstring)."""
+               log: Callable[[str], None] = lambda message: None, require_complete: bool = True) -> SearchResult:
+    """Run (or continue) the search in ``out_dir``; write its results; return them (module docstring).
+    ``require_complete = False``: a search whose every trial failed is a result (a pre-registered stage
+    decides over several searches), not an error."""
     if settings.sampler not in SAMPLERS:
         raise TuneError(f"--sampler {settings.sampler!r}: allowed: {', '.join(SAMPLERS)}")
     if settings.jobs < 1:
@@ -116,14 +130,19 @@ def run_search(settings: SearchSettings, runner: TrialRunner, out_dir: str | Pat
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     # One search per out directory at a time: two would resume each other's running trials and
-    # record them failed (finding W3 of the 2026-11-24 campaign). Held until the results are written.
+    # record them failed. Held until the results are written.
     with DirectoryLock(out_dir, what="tune directory"):
-        return _search_locked(settings, runner, out_dir, command=command, log=log)
+        return _search_locked(settings, runner, out_dir, command=command, log=log, require_complete=require_complete)
 
 
 def _search_locked(settings: SearchSettings, runner: TrialRunner, out_dir: Path, *, command: str,
-                   log: Callable[[str], None]) -> SearchResult:
-    _check_out_dir(out_dir, settings)
+                   log: Callable[[str], None], require_complete: bool) -> SearchResult:
+    study = None
+    if settings.sampler == "optuna":
+        from fedhet.tuning.optuna_search import import_optuna, study_record
+
+        study = study_record(import_optuna(), settings.startup_trials)
+    _check_out_dir(out_dir, settings, study)
     if settings.sampler == "grid":
         trials = _grid(settings, runner, log)
     else:
@@ -138,8 +157,9 @@ def _search_locked(settings: SearchSettings, runner: TrialRunner, out_dir: Path,
     completed = [t for t in trials if t.state == COMPLETE]
     number = select_best([(t.number, t.value) for t in completed], settings.criterion)
     best = next((t for t in trials if t.number == number), None)
-    write_results(out_dir, trials, keys, settings.criterion, best, sampler=settings.sampler, command=command)
-    if best is None:
+    write_results(out_dir, trials, keys, settings.criterion, best, sampler=settings.sampler, command=command,
+                  study=study)
+    if best is None and require_complete:
         first = next((t.error for t in trials if t.error), "no trial reached the criterion's round")
         raise TuneError(f"no trial of the search in {out_dir} completed (first error: {first}); "
                         "see trials.csv and each trial's sweep.log")

@@ -82,7 +82,7 @@ def parse_parameter(text: str) -> SearchParameter:
         if scale == "log" and low <= 0:
             raise TuneError(f"--param {text!r}: a log range needs LOW > 0")
         if count > MAX_GRID_POINTS:
-            # Checked before the values are made: N = 1e9 took 3 GB before any trial (finding R3).
+            # Checked before the values are made: N = 1e9 took 3 GB before any trial.
             raise TuneError(f"--param {text!r}: N = {count} values; allowed: at most {MAX_GRID_POINTS} "
                             "(a grid of trials, each a whole run)")
         return SearchParameter(key, _range_values(low, high, count, scale == "log"), low, high, scale == "log")

@@ -25,8 +25,8 @@ from fedhet.tuning.errors import TuneError
 # read-only disk; RunDirectoryInUseError is another process on the trial's directory.
 ENVIRONMENT_FAILURES: tuple[type[BaseException], ...] = (OSError, MemoryError, RunDirectoryInUseError)
 
-# A sweep worker's exit status 1 is a failure of the machine (fedhet.sweep.worker.main).
-MACHINE_FAILURE = "exit status 1;"
+# A sweep run's exit status 1 is a failure of the machine (fedhet.sweep.outcome.RunOutcome.exit_status).
+MACHINE_FAILURE = 1
 
 # Called with each evaluated round's record; returning True stops the run there (pruning).
 RecordHook = Callable[[Mapping[str, Any]], bool]
@@ -89,7 +89,7 @@ class ConfigTrialRunner:
             raise ConfigError(error.key, error.value, f"{error.allowed} (in tuning trial {name})") from None
         if config.run.stop_at_target and config.run.target_accuracy is not None:
             # A trial stopped by its test accuracy would be pruned or shortened by the test set, which
-            # must not enter the choice (docs/tuning.md; finding W1 of the 2026-11-24 campaign).
+            # must not enter the choice (docs/tuning.md).
             raise TuneError("run.stop_at_target = true stops a trial when its test accuracy reaches "
                             "run.target_accuracy, so the test set would decide which trial is chosen; "
                             "fedhet tune refuses it: set run.stop_at_target = false")
@@ -115,10 +115,12 @@ class ConfigTrialRunner:
         planned = [self._planned(name, values) for name, values in trials]
         # The sweep's own progress block is not shown: the search reports trial by trial.
         result = run_sweep(self._plan(planned), jobs=jobs, stream=io.StringIO(), live=False)
-        machine = [o for o in result.outcomes if o.status == "failed" and (o.error or "").startswith(MACHINE_FAILURE)]
+        machine = [o for o in result.outcomes if o.status == "failed" and o.exit_status == MACHINE_FAILURE]
         if machine:
-            # As in run_one: the machine failed, not the trials' values; none of the batch is recorded,
-            # so the same command runs them again (finding W2 of the 2026-11-24 campaign).
+            # As in run_one: the machine failed (a full disk, no memory, the resource estimate refused,
+            # a worker killed), not the trials' values; none of the batch is recorded, so the same
+            # command runs them again. This holds whether the sweep ran the batch on worker processes
+            # or, for a single unfinished trial, in this process.
             last = (machine[0].error or "").strip().splitlines()[-1]
             raise TuneError(f"trial {machine[0].run.name} failed for a reason of the machine, not of its values "
                             f"({last}); the search stops here: free the resource and run the same command again")
@@ -145,7 +147,7 @@ class ConfigTrialRunner:
             except (KeyboardInterrupt, ConfigError) + ENVIRONMENT_FAILURES:
                 # The machine failed, not the trial's values (a full disk, no memory, the directory in
                 # use): the search stops and the trial stays unfinished, so that running the same
-                # command again runs it (finding W2 of the 2026-11-24 campaign).
+                # command again runs it.
                 raise
             except Exception as error:     # a diverged or failed trial is a result, not the search's end
                 return TrialRun(read_metrics(run.run_dir / "metrics.jsonl"), f"{type(error).__name__}: {error}")
