@@ -116,3 +116,18 @@ def test_fedscale_ids_and_values_beyond_float64_are_one_line_errors(tmp_path):
     with pytest.raises(TraceError, match="too large") as caught:
         convert(huge_time, tmp_path / "t.json")
     _user_error(caught.value)
+
+
+def test_trace_and_profile_integers_beyond_float64_are_one_line_errors(tmp_path):
+    """JSON integers have no size limit; one too large for a float is the file's error, not an OverflowError."""
+    trace = tmp_path / "t.json"
+    trace.write_text('{"format": "fedhet-availability", "clients": [{"client": 0, "on": [[0, 1' + "0" * 400 + "]]}]}")
+    with pytest.raises(TraceError, match="an integer of 1329 bits") as caught:
+        read_trace(trace)
+    _user_error(caught.value)
+    profiles = tmp_path / "p.json"
+    profiles.write_text(json.dumps({"format": "fedhet-profiles", "clients": [
+        {"client": 0, "seconds_per_sample": 10 ** 400, "uplink_bps": 1e6, "downlink_bps": 1e6}]}))
+    with pytest.raises(ProfileError, match="an integer of 1329 bits") as caught:
+        read_profiles(profiles)
+    _user_error(caught.value)

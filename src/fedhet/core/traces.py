@@ -97,6 +97,8 @@ def _number(source: str, where: str, value: Any, *, allow_inf: bool = False) -> 
         number = float(value)
     except (TypeError, ValueError):
         raise _fail(source, f"{where} = {value!r}: expected a number") from None
+    except OverflowError:     # a JSON integer beyond float64
+        raise _fail(source, f"{where} = an integer of {int(value).bit_length()} bits: must be a finite number") from None
     if math.isnan(number) or (math.isinf(number) and not (allow_inf and number > 0)):
         raise _fail(source, f"{where} = {value!r}: must be a finite number" + (" or inf" if allow_inf else ""))
     return number

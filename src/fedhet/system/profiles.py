@@ -112,6 +112,9 @@ def _positive(source: str, client: Any, key: str, value: Any, *, zero: bool = Fa
         number = float(value)
     except (TypeError, ValueError):
         raise ProfileError(f"{source}: client {client}: {key} = {value!r}: expected a number") from None
+    except OverflowError:     # a JSON integer beyond float64
+        raise ProfileError(f"{source}: client {client}: {key} = an integer of {int(value).bit_length()} bits: "
+                           "must be a finite number") from None
     if not math.isfinite(number) or number < 0 or (number == 0 and not zero):
         raise ProfileError(f"{source}: client {client}: {key} = {value!r}: must be a finite number "
                            + (">= 0" if zero else "> 0"))
