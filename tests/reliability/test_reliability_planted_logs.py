@@ -9,8 +9,9 @@ import threading
 
 import pytest
 
+from fedhet.core.lock_files import LockFileError
 from fedhet.core.log_files import UnsafeLogFileError, open_log_for_append, read_log_tail
-from fedhet.engine.rundir_lock import DirectoryLock, LockFileError
+from fedhet.engine.rundir_lock import DirectoryLock
 from fedhet.sweep.commands import report_hint, sweep_command
 from fedhet.sweep.execute import run_sweep
 from fedhet.sweep.outcome import tail_of

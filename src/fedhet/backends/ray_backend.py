@@ -59,6 +59,7 @@ import torch
 from fedhet.backends.base import RoundWork, client_plan, cohort_sizes, usable_cpus
 from fedhet.backends.ray_watch import (
     RayLivenessWatch,
+    RayWorkersLostError,
     child_processes_named,
     gcs_check,
     quiet_raylet_death_dump,
@@ -110,10 +111,6 @@ def check_local_actors_fit(actors: int, available: Optional[int] = None) -> None
             f"run.ray_actors = {actors}: about {need / 1e9:.1f} GB for {actors} actor processes (about "
             f"{ACTOR_PROCESS_BYTES / 1e6:.0f} MB each), more than the {available / 1e9:.1f} GB of free memory; "
             "use fewer actors")
-
-
-class RayWorkersLostError(FedhetError, RuntimeError):
-    """The Ray backend lost its actors beyond its retry budget, or could not start any."""
 
 
 class RayStartError(FedhetError, RuntimeError):

@@ -33,11 +33,18 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from fedhet.errors import FedhetError
+
 logger = logging.getLogger(__name__)
 
 CHECK_SECONDS = 0.2
 GCS_MISSES = 10
 GCS_CONNECT_TIMEOUT_SECONDS = 1.0
+
+
+class RayWorkersLostError(FedhetError, RuntimeError):
+    """The Ray backend lost its actors beyond its retry budget, or could not start any (defined
+    here, beside the watch that raises its line, and imported by ``ray_backend``)."""
 
 
 def process_gone(pid: int, proc: Path = Path("/proc")) -> bool:
@@ -89,7 +96,6 @@ def gcs_answers(address: str, timeout: float = GCS_CONNECT_TIMEOUT_SECONDS) -> b
 
 def lost_line(reason: str, hint: Optional[str]) -> tuple[str, int]:
     """The ``fedhet:`` line and exit status for Ray lost for ``reason`` (a :class:`RayWorkersLostError`)."""
-    from fedhet.backends.ray_backend import RayWorkersLostError
     from fedhet.error_lines import error_line
 
     message = f"ray backend: {reason} mid-run; its actors and objects are gone"

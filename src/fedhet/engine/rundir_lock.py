@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from pathlib import Path
 from typing import Optional
 
+from fedhet.core.lock_files import open_lock_file
 from fedhet.errors import FedhetError
 
 LOCK_NAME = ".fedhet.lock"
@@ -74,7 +74,7 @@ class DirectoryLock:
         if fcntl is None:  # pragma: no cover
             return self
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd = _open_lock_file(self.path)
+        fd = open_lock_file(self.path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
@@ -109,36 +109,6 @@ class DirectoryLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
-
-
-class LockFileError(FedhetError, OSError):
-    """The lock's path is a symbolic link, not a regular file, or a hard link (a hostile or damaged
-    directory)."""
-
-
-def _open_lock_file(path: Path) -> int:
-    """Open (or create) the lock file without following a symbolic link, and refuse anything but a
-    regular file with one name: the lock is truncated and written, and a run directory is untrusted
-    input, so neither a planted link nor a hard link to another file may be written through
-    (docs/reliability.md)."""
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as error:
-        if error.errno == errno.ELOOP or path.is_symlink():
-            raise LockFileError(f"{path} is a symbolic link; fedhet does not follow it (it would write "
-                                "through it): remove the link") from None
-        raise
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise LockFileError(f"{path} is not a regular file; remove it (fedhet recreates its lock file)")
-    if info.st_nlink > 1:
-        # A hard link shares its target's data: truncating the lock would truncate that file.
-        os.close(fd)
-        raise LockFileError(f"{path} has {info.st_nlink} names (a hard link to another file); fedhet truncates "
-                            "and writes its lock file, so it refuses it: remove it (fedhet recreates it)")
-    return fd
 
 
 def _read_holder(fd: int) -> Optional[str]:

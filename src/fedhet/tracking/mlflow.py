@@ -25,6 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional
 
+from fedhet.core.lock_files import open_lock_file
 from fedhet.errors import FedhetError
 from fedhet.tracking.base import Tracker, TrackingContext, numeric_items, scoped_environ, started
 from fedhet.tracking.layout import headline_summary, metric_name
@@ -170,10 +171,8 @@ def _store_lock(uri: str, timeout: float = STORE_LOCK_TIMEOUT_SECONDS) -> Iterat
     if path is None or fcntl is None:
         yield
         return
-    from fedhet.engine.rundir_lock import _open_lock_file
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = _open_lock_file(path)          # no link followed, a regular file only
+    fd = open_lock_file(path)          # no link followed, a regular file only
     try:
         deadline = time.monotonic() + timeout
         while True:
