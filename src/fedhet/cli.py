@@ -109,8 +109,25 @@ def _command_check(args: argparse.Namespace) -> int:
         return _check_component(args, _overrides(args))
     if args.module:
         raise ConfigError("--module", args.module[0], "--module goes with `fedhet check solver|server NAME`")
-    print(config_to_toml(load_config(args.config, _overrides(args))), end="")
+    config = load_config(args.config, _overrides(args))
+    _check_profile_file(config)
+    print(config_to_toml(config), end="")
     return 0
+
+
+def _check_profile_file(config) -> None:
+    """Read ``system.profile_file`` as `fedhet run` will when its clock starts (the trace file is read
+    with the configuration already), so that `fedhet check` refuses what `fedhet run` would."""
+    system = config.system
+    if system is None or system.profiles != "file":
+        return
+    from fedhet.system.profiles import read_profiles
+
+    profiles = read_profiles(system.profile_file)
+    clients = getattr(config.partition.options, "num_clients", None)
+    if isinstance(clients, int) and clients > 0 and profiles.num_clients != clients:
+        raise ConfigError("system.profile_file", system.profile_file,
+                          f"lists {profiles.num_clients} clients but partition.num_clients is {clients}")
 
 
 # `fedhet check solver NAME` / `check server NAME`: fedhet.testing's checks on a registered component.

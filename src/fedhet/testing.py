@@ -26,6 +26,7 @@ import importlib.util
 import math
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
@@ -252,7 +253,15 @@ def check_server(name: str, *, rounds: int = 4, overrides: Iterable[str] = ()) -
 
 def import_user_modules(modules: Iterable[str]) -> None:
     """Import each module (a dotted name, or a ``.py`` file path) so that its registrations run:
-    the command line's ``--module`` (components registered from user code)."""
+    the command line's ``--module`` (components registered from user code).
+
+    fedhet's own components are registered first, so that a module's ``register(name,
+    replace=True)`` replaces a built-in rather than colliding with its later registration. A module
+    that fails to import (an exception, a syntax error, or ``sys.exit`` at import) is reported as
+    one line naming it: its own error, not fedhet's, and never a silent exit with nothing checked."""
+    from fedhet.config.schema import _ensure_components_loaded
+
+    _ensure_components_loaded()
     for module in modules:
         path = Path(module)
         if module.endswith(".py"):
@@ -261,14 +270,46 @@ def import_user_modules(modules: Iterable[str]) -> None:
             spec = importlib.util.spec_from_file_location(path.stem, path)
             if spec is None or spec.loader is None:
                 raise FedhetError(f"--module {module}: Python cannot load this file as a module")
+            loader = spec.loader
             loaded = importlib.util.module_from_spec(spec)
             sys.modules[path.stem] = loaded
-            spec.loader.exec_module(loaded)
+            _import_guarded(module, lambda: loader.exec_module(loaded))
         else:
             try:
-                importlib.import_module(module)
+                _import_guarded(module, lambda: importlib.import_module(module), missing_ok=True)
             except ModuleNotFoundError as error:
                 if error.name != module.split(".")[0] and error.name != module:
-                    raise
+                    raise _import_failure(module, error) from None
                 raise FedhetError(f"--module {module}: no module of that name on the Python path; give a "
                                   "dotted module name importable here, or a path to a .py file") from None
+
+
+def _import_failure(module: str, error: BaseException) -> FedhetError:
+    where = ""
+    if isinstance(error, SyntaxError):
+        where = f" (line {error.lineno})"
+    else:
+        frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+                  if not frame.filename.startswith("<frozen")]
+        if frames:
+            where = f" ({frames[-1].filename}, line {frames[-1].lineno})"
+    if isinstance(error, SystemExit):
+        return FedhetError(f"--module {module}: the module called sys.exit({error.code!r}) while being imported"
+                           f"{where}; nothing was checked (a module imported for its registrations must not exit)")
+    text = str(error).splitlines()[0] if str(error) else ""
+    return FedhetError(f"--module {module}: importing it failed{where}: {type(error).__name__}"
+                       f"{': ' + text if text else ''}")
+
+
+def _import_guarded(module: str, run: Callable[[], Any], *, missing_ok: bool = False) -> None:
+    """``run()`` (an import), with the module's own failures turned into one-line errors naming it."""
+    try:
+        run()
+    except FedhetError:
+        raise                   # a registration refused (a name registered twice): already one line
+    except ModuleNotFoundError as error:
+        if missing_ok:
+            raise           # the caller tells a dotted name that does not exist from a missing dependency
+        raise _import_failure(module, error) from None
+    except (Exception, SystemExit) as error:  # noqa: BLE001  (the user's module: any failure is its own)
+        raise _import_failure(module, error) from None

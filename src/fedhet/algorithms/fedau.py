@@ -70,7 +70,7 @@ from typing import NamedTuple, Optional
 import torch
 
 from fedhet.core.cohort import Cohort
-from fedhet.core.options import option
+from fedhet.core.options import ConfigError, option
 from fedhet.core.registry import SERVERS
 from fedhet.server.averaging import AverageAllAggregator, AverageParticipatingAggregator
 from fedhet.server.base import NoState, ServerContext, ServerOptions, SGDOptimizer
@@ -245,10 +245,11 @@ def known_probabilities(context: ServerContext) -> torch.Tensor:
     """The participation process's ``p_n`` (float64 ``[N]``), or a clear error when it has none."""
     probabilities = context.participation_probabilities
     if probabilities is None:
-        raise ValueError("server known_participation weighs each update by 1/p_n, but the configured "
-                         "participation process (participation.name) defines no participation "
-                         "probabilities p_n; use a process that does (e.g. uniform, bernoulli, full, "
-                         "heterogeneous) or another server")
+        raise ConfigError("server.name", "known_participation",
+                          "weighs each update by 1/p_n, but the configured participation process "
+                          "(participation.name) defines no participation probabilities p_n; use a process that "
+                          "does (e.g. uniform, bernoulli, full, heterogeneous, or trace with every client's "
+                          "trace periodic and clients_per_round = 0) or another server")
     probabilities = probabilities.to(torch.float64)
     if probabilities.shape != (context.num_clients,):
         raise ValueError(f"participation probabilities must have shape ({context.num_clients},), "

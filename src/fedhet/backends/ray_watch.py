@@ -35,15 +35,16 @@ from typing import Any, Callable, Optional
 
 from fedhet.errors import FedhetError
 
-
-class RayWorkersLostError(FedhetError, RuntimeError):
-    """The Ray backend lost its actors beyond its retry budget, or could not start any."""
-
 logger = logging.getLogger(__name__)
 
 CHECK_SECONDS = 0.2
 GCS_MISSES = 10
 GCS_CONNECT_TIMEOUT_SECONDS = 1.0
+
+
+class RayWorkersLostError(FedhetError, RuntimeError):
+    """The Ray backend lost its actors beyond its retry budget, or could not start any (defined
+    here, beside the watch that raises its line, and imported by ``ray_backend``)."""
 
 
 def process_gone(pid: int, proc: Path = Path("/proc")) -> bool:

@@ -107,11 +107,39 @@ def export_command(*, out: str, claims_dir: Optional[str] = None, only: Optional
     except (FedhetError, ConfigError) as error:
         _print(f"fedhet claims: {error}", stderr)
         return EXIT_INPUT_ERROR
-    for run in plan.runs:
-        atomic_write_text(Path(out) / protocol_of(run) / run.name / "config.toml", config_to_toml(run.config))
+    from fedhet.engine.rundir_lock import DirectoryLock
+
+    # The --out lock: a live `claims run` (or sweep) there holds it, and its runs' configurations
+    # must not change under it. A run directory that already holds another config.toml (a finished
+    # or interrupted run of another tier) is refused before anything is written: overwriting it
+    # would make the run unresumable and `claims run` refuse it.
+    with DirectoryLock(out, what="claims directory"):
+        texts = [(Path(out) / protocol_of(run) / run.name / "config.toml", config_to_toml(run.config))
+                 for run in plan.runs]
+        differing = [path for path, text in texts if _existing_text(path) not in (None, text)]
+        if differing:
+            _print(f"fedhet claims: {differing[0]} already holds a different configuration"
+                   f"{f' (and {len(differing) - 1} more runs)' if len(differing) > 1 else ''}; export into "
+                   "another --out directory (existing runs' config.toml are never overwritten)", stderr)
+            return EXIT_INPUT_ERROR
+        for path, text in texts:
+            if _existing_text(path) != text:
+                atomic_write_text(path, text)
     _print(f"fedhet claims: {len(plan.runs)} run configurations of {len(claims)} claims ({TIER_TEXT[tier]}) "
            f"written under {out}/<protocol>/<run>/config.toml; nothing was run", stdout)
     return EXIT_OK
+
+
+def _existing_text(path: Path) -> Optional[str]:
+    """The text of a run's ``config.toml``, None when there is none (a FIFO or device is not read)."""
+    from fedhet.core.io import NotAPlainFileError, read_small_file
+
+    try:
+        return read_small_file(path).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    except NotAPlainFileError:
+        return "<not a regular file>"
 
 
 def run_command(*, claims_dir: Optional[str] = None, only: Optional[str] = None, tier: str = "default",

@@ -370,7 +370,37 @@ def _regime(where: str, value: Any) -> dict[str, Any]:
         if not isinstance(wanted, (int, float, str, bool)):
             raise _fail(f"{where} regime", f"{key} = {wanted!r}: a number (the smallest value at which the "
                                            "claimed effect is expected), or a text / boolean that must match")
+        expected = _option_kind(key)
+        if expected is not None and _value_kind(wanted) != expected:
+            # "many" for run.rounds would put every run below the regime: no claim would get a verdict.
+            raise _fail(f"{where} regime", f"{key} = {wanted!r}: {key} is a {expected} option, so its regime "
+                                           f"value must be a {expected}")
     return regime
+
+
+def _value_kind(value: Any) -> str:
+    return "boolean" if isinstance(value, bool) else "number" if _is_number(value) else "text"
+
+
+def _option_kind(key: str) -> Optional[str]:
+    """``number``, ``text`` or ``boolean`` for a key of the options every run, solver or server method
+    has (``run.rounds``, ``client.epochs``); None for another key (a method's own option)."""
+    import typing
+
+    from fedhet.client.base import ClientOptions
+    from fedhet.config.schema import RunOptions
+    from fedhet.server.base import ServerOptions
+    from fedhet.system.options import SystemOptions
+
+    section, _, name = key.partition(".")
+    options = {"run": RunOptions, "client": ClientOptions, "server": ServerOptions, "system": SystemOptions}.get(section)
+    if options is None:
+        return None
+    hint = typing.get_type_hints(options).get(name)
+    kinds = {arg for arg in typing.get_args(hint) or (hint,) if arg is not type(None)}
+    if kinds and kinds <= {int, float}:
+        return "number"
+    return {frozenset({str}): "text", frozenset({bool}): "boolean"}.get(frozenset(kinds))
 
 
 def load_protocols(path: str | Path) -> dict[str, Protocol]:

@@ -24,6 +24,7 @@ import torch
 
 from fedhet.client.context import ClientContext
 from fedhet.core.cohort import EFFECTIVE_STEPS, Cohort
+from fedhet.core.component_output import check_tensor_output
 from fedhet.core.options import ConfigError, option, refuse_inactive
 
 GradFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -188,6 +189,8 @@ class LocalSolver:
              local: dict[str, Any]) -> torch.Tensor:
         """One local step, in place on ``w``; returns the minibatch loss."""
         loss, direction = self.direction(w, x, grad_fn, local)
+        if not (isinstance(direction, torch.Tensor) and direction.shape == w.shape):
+            check_tensor_output(self, "direction", direction, w.shape)
         w.add_(direction, alpha=-learning_rate)
         return loss
 

@@ -240,6 +240,12 @@ def resolve_config(raw: Mapping[str, Any]) -> ExperimentConfig:
         entry = registry.get(name, key=f"{section}.name")
         components[section] = Component(name, build_options(entry.options_cls, values, section=section))
     check_client_eval(run, components["data"].options)
+    client_column = getattr(components["data"].options, "client_column", None)
+    if client_column and components["partition"].name not in ("natural", "flwr"):
+        # Only the dataset's own client split reads it: under iid or dirichlet it would be ignored.
+        raise ConfigError("data.client_column", client_column,
+                          "is read only with partition.name = 'natural' (or 'flwr' partitioning by the natural "
+                          f"clients); here partition.name = {components['partition'].name!r}")
     system = build_options(SystemOptions, dict(raw["system"]), section="system") if "system" in raw else None
     check_system(system, components["participation"])
     return ExperimentConfig(run=run, algorithm=algorithm, system=system, **components)

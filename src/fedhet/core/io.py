@@ -57,10 +57,22 @@ def read_small_file(path: str | os.PathLike, max_bytes: int = SMALL_FILE_LIMIT) 
 
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
             raise NotAPlainFileError(f"{path}: not a regular file")
+        # Read by the file's size, not by the limit: read(n) sets aside n bytes before reading, and
+        # the limit may be far above what a file holds. A file that grows meanwhile is read on.
+        chunks: list[bytes] = []
+        total, want = 0, min(status.st_size, max_bytes) + 1
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(max_bytes + 1)
+            while total <= max_bytes:
+                chunk = handle.read(want)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+                want = min(1 << 20, max_bytes + 1 - total)
+        data = b"".join(chunks)
     finally:
         os.close(fd)
     if len(data) > max_bytes:

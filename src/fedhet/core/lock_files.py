@@ -1,8 +1,10 @@
-"""Opening a lock file that fedhet truncates and writes, safely in an untrusted directory.
+"""Opening a lock file in a directory that may hold planted files.
 
-A lock file lives in a directory a user may have been handed (a run directory, a sweep's output): a planted
-symbolic link or a hard link to another file would make fedhet truncate and write that file. Used by the run
-directory lock (:mod:`fedhet.engine.rundir_lock`) and the MLflow store's lock (:mod:`fedhet.tracking.mlflow`).
+A lock file is truncated and written (its holder's PID), and the directories that hold one (a run
+directory, an output directory with an MLflow store) are untrusted input: the file is opened without
+following a symbolic link and kept only when it is a regular file with one name, so neither a planted
+link nor a hard link to another file is ever written through (docs/reliability.md). Used by the run
+directory's lock (``fedhet.engine.rundir_lock``) and the MLflow store's (``fedhet.tracking.mlflow``).
 """
 from __future__ import annotations
 
@@ -20,10 +22,8 @@ class LockFileError(FedhetError, OSError):
 
 
 def open_lock_file(path: Path) -> int:
-    """Open (or create) the lock file without following a symbolic link, and refuse anything but a
-    regular file with one name: the lock is truncated and written, and a run directory is untrusted
-    input, so neither a planted link nor a hard link to another file may be written through
-    (docs/reliability.md)."""
+    """Open (or create) the lock file ``path`` read-write; :class:`LockFileError` for a symbolic
+    link, anything but a regular file, or a file with more than one name."""
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags, 0o644)

@@ -94,12 +94,19 @@ class Entry:
         return declaration.reason if isinstance(declaration, NotAGradientStep) else None
 
 
+def _is_fedhets(factory: Callable[..., Any]) -> bool:
+    return str(getattr(factory, "__module__", "") or "").split(".")[0] == "fedhet"
+
+
 class Registry:
     """Names to ``(factory, options dataclass)`` for one kind of component."""
 
     def __init__(self, kind: str):
         self.kind = kind
         self._entries: dict[str, Entry] = {}
+        # Names first registered with replace=True: a user's module imported before fedhet's own
+        # components (a fresh process) replaces a built-in that is not registered yet.
+        self._replaced_early: set[str] = set()
 
     def register(self, name: str, options_cls: type, *, client: str | None = None,
                  client_options_cls: type | None = None,
@@ -116,6 +123,10 @@ class Registry:
     def _decorator(self, name: str, options_cls: type, replace: bool,
                    **fields: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         def decorator(factory: Callable[..., Any]) -> Callable[..., Any]:
+            if name in self._replaced_early and not replace and _is_fedhets(factory):
+                return factory      # the built-in's own registration, after the user's replacement: it stands
+            if replace and name not in self._entries:
+                self._replaced_early.add(name)
             if name in self._entries and not replace:
                 raise RegistrationError(f"{self.kind} {name!r} registered twice; pass replace=True to "
                                         "replace it (e.g. when a notebook cell runs again)")
@@ -181,11 +192,16 @@ class AlgorithmPair:
 
 
 ALGORITHMS: dict[str, AlgorithmPair] = {}
+_ALGORITHMS_REPLACED_EARLY: set[str] = set()
 
 
 def register_algorithm(name: str, *, client: str, server: str, replace: bool = False) -> None:
     """Make ``algorithm = name`` select ``client.name = client`` and ``server.name = server``
     (``replace=True``: a name registered before now means this pair, as :meth:`Registry.register`)."""
+    if name in _ALGORITHMS_REPLACED_EARLY and not replace:
+        return          # a built-in pair registered after the user's replacement of it (Registry.register)
+    if replace and name not in ALGORITHMS:
+        _ALGORITHMS_REPLACED_EARLY.add(name)
     if name in ALGORITHMS and not replace:
         raise RegistrationError(f"algorithm {name!r} registered twice; pass replace=True to replace it")
     ALGORITHMS[name] = AlgorithmPair(client, server)

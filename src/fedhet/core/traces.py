@@ -37,6 +37,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from fedhet.core.client_ids import first_missing_id
+from fedhet.core.input_files import parse_input_json, read_input_text
 from fedhet.core.io import atomic_write_text
 from fedhet.errors import FedhetError
 
@@ -96,6 +97,8 @@ def _number(source: str, where: str, value: Any, *, allow_inf: bool = False) -> 
         number = float(value)
     except (TypeError, ValueError):
         raise _fail(source, f"{where} = {value!r}: expected a number") from None
+    except OverflowError:     # a JSON integer beyond float64
+        raise _fail(source, f"{where} = an integer of {int(value).bit_length()} bits: must be a finite number") from None
     if math.isnan(number) or (math.isinf(number) and not (allow_inf and number > 0)):
         raise _fail(source, f"{where} = {value!r}: must be a finite number" + (" or inf" if allow_inf else ""))
     return number
@@ -140,10 +143,7 @@ def build_trace(per_client: dict[int, list[tuple[float, float]]], periods: dict[
 
 
 def parse_json_trace(text: str, source: str) -> AvailabilityTrace:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise _fail(source, f"not valid JSON ({error})") from None
+    data = parse_input_json(text, source, TraceError)
     if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
         raise _fail(source, f'expected a JSON object with "format": "{TRACE_FORMAT}" (docs/system.md)')
     clients = data.get("clients")
@@ -155,6 +155,10 @@ def parse_json_trace(text: str, source: str) -> AvailabilityTrace:
         if not isinstance(entry, dict) or not isinstance(entry.get("client"), int) or isinstance(entry.get("client"), bool):
             raise _fail(source, f"entry {entry!r}: expected an object with an integer \"client\"")
         client = entry["client"]
+        unknown = sorted(set(map(str, entry)) - {"client", "on", "period"})
+        if unknown:
+            raise _fail(source, f"client {client}: unknown key {unknown[0]!r}; an entry has \"client\", \"on\" and "
+                                "\"period\"")
         if client in per_client:
             raise _fail(source, f"client {client} is listed twice")
         spans = entry.get("on", [])
@@ -169,16 +173,19 @@ def parse_json_trace(text: str, source: str) -> AvailabilityTrace:
 
 def parse_csv_trace(text: str, source: str) -> AvailabilityTrace:
     rows = list(csv.reader(io.StringIO(text)))
-    if not rows or [c.strip() for c in rows[0][:3]] != ["client", "start", "end"]:
-        raise _fail(source, "the first line must be the header client,start,end[,period]")
-    has_period = len(rows[0]) > 3 and rows[0][3].strip() == "period"
+    header = [c.strip() for c in rows[0]] if rows else []
+    if header not in (["client", "start", "end"], ["client", "start", "end", "period"]):
+        raise _fail(source, f"the first line must be the header client,start,end[,period] (found {','.join(header)!r})")
+    has_period = len(header) == 4
     per_client: dict[int, list[tuple[float, float]]] = {}
     periods: dict[int, Optional[float]] = {}
     for line_number, row in enumerate(rows[1:], start=2):
         if not row or not "".join(row).strip():
             continue
-        if len(row) < 3:
-            raise _fail(source, f"line {line_number}: expected client,start,end[,period]")
+        if len(row) < 3 or len(row) > len(header):
+            # A row longer than the header would have its extra value (a period) silently dropped.
+            raise _fail(source, f"line {line_number}: {len(row)} values for the header {','.join(header)}; "
+                                "expected client,start,end[,period] as the header names them")
         try:
             client = int(row[0])
         except ValueError:
@@ -234,9 +241,7 @@ def read_trace(path: str | Path) -> AvailabilityTrace:
     path = Path(path)
     if path.suffix not in TRACE_SUFFIXES:
         raise TraceError(f"{path}: unknown trace form; allowed suffixes: {', '.join(TRACE_SUFFIXES)}")
-    if not path.is_file():
-        raise TraceError(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    text = read_input_text(path, TraceError)
     parser = {".json": parse_json_trace, ".csv": parse_csv_trace, ".txt": parse_plato_trace}[path.suffix]
     return parser(text, str(path))
 

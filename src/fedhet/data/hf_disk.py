@@ -90,6 +90,15 @@ def _load_splits(options: HfDiskOptions):
         loaded = datasets.load_from_disk(str(directory))
     except FileNotFoundError as error:
         raise DatasetFileError(f"{directory}: not a dataset saved with save_to_disk ({error})") from None
+    except IndexError:
+        # datasets fails this way on a split saved with no rows (no Arrow table to concatenate).
+        raise DatasetFileError(f"{directory}: a split has no rows (datasets cannot load an empty split); the "
+                               f"{options.train_split!r} and {options.test_split!r} splits need examples") from None
+    except (ValueError, OSError, KeyError, TypeError) as error:
+        # A damaged directory: a truncated or foreign Arrow file (pyarrow's ArrowInvalid is a
+        # ValueError, ArrowIOError an OSError), a state.json or dataset_info.json that is not JSON.
+        raise DatasetFileError(f"{directory}: a damaged save_to_disk directory ({type(error).__name__}: "
+                               f"{str(error)[:300]}); save the dataset again") from None
     if not isinstance(loaded, datasets.DatasetDict):
         raise DatasetFileError(f"{directory}: holds one Dataset, not a DatasetDict with {options.train_split!r} and "
                                f"{options.test_split!r} splits; save DatasetDict({{'train': ..., 'test': ...}})")

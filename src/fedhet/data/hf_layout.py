@@ -58,7 +58,11 @@ def _split_files(root: Path, directory: Path, split: Any) -> list[Path]:
     files = [_inside(root, folder / INFO_FILE, "the split's dataset_info.json")]
     state = _json(root, folder / STATE_FILE, "the split's state.json")
     entries = state.get("_data_files") if isinstance(state, dict) else None
-    if not isinstance(entries, list) or not entries:
+    if entries == []:
+        # save_to_disk writes no data file for a split without rows, and datasets cannot load one.
+        raise DatasetFileError(f"{folder}: split {split!r} has no rows (no data file); datasets cannot load an "
+                               "empty split: every split of the saved dataset needs examples")
+    if not isinstance(entries, list):
         raise DatasetFileError(f"{folder / STATE_FILE}: expected \"_data_files\": a list of {{\"filename\": ...}}")
     files.append(folder.joinpath(STATE_FILE).resolve())
     for entry in entries:

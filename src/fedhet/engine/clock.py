@@ -29,6 +29,7 @@ import torch
 from fedhet.client.schedule import plan_local_work
 from fedhet.core.resume_inputs import saved_state
 from fedhet.core.task import FederatedTask
+from fedhet.errors import FedhetError
 from fedhet.participation.base import ParticipationContext
 from fedhet.system.flops import forward_flops_per_example
 from fedhet.system.options import SystemOptions
@@ -39,6 +40,22 @@ from fedhet.system.time_model import ClientJob, communication_seconds
 # The record keys the clock adds to every round (docs/system.md, "Metrics").
 CLOCK_RECORD_KEYS = ("virtual_seconds", "round_seconds", "bytes_up", "bytes_down", "clients_dropped",
                      "clients_cut_short")
+
+
+class ClockOverflowError(FedhetError, ValueError):
+    """The virtual time became infinite: a profile's times are beyond float64 (a latency of 1e308)."""
+
+
+def _clock_overflow(now: float, timing: RoundTiming, jobs: list[ClientJob], round_index: int) -> ClockOverflowError:
+    # Records would hold Infinity (not JSON) and a trace's `t mod P` would be NaN from here on: stop,
+    # naming the slowest client's parts of its completion time.
+    slowest = max(jobs, key=lambda job: job.seconds())
+    return ClockOverflowError(
+        f"round {round_index + 1}: the virtual clock would reach {now + timing.duration!r} seconds (this round lasts "
+        f"{timing.duration!r}; client {slowest.client} needs {slowest.seconds()!r} s: "
+        f"{slowest.communication_seconds!r} s of latency and transfer, {slowest.seconds_per_sample!r} s per example); "
+        "the profiles' times must stay finite: lower system.latency or the profile file's values, or raise "
+        "system.device_flops")
 
 
 class ClockState(NamedTuple):
@@ -113,6 +130,8 @@ class VirtualClock:
         system = self.options
         timing = apply_policy(system.policy, jobs, deadline=system.deadline, partial_work=system.partial_work,
                               keep=self.keep, idle_seconds=system.idle_seconds)
+        if not math.isfinite(state.now + timing.duration):
+            raise _clock_overflow(state.now, timing, jobs, round_index)
         return RoundPlan(timing, torch.tensor(timing.kept, dtype=torch.int64), len(jobs), upload, download)
 
     def advance(self, state: ClockState, plan: RoundPlan, trained: int) -> tuple[ClockState, dict[str, Any]]:
@@ -149,7 +168,9 @@ def build_clock(system: Optional[SystemOptions], task: FederatedTask, participat
     keep = None
     if system.policy == "overcommit":
         keep = int(participation_options.clients_per_round)
-        chosen = min(task.num_clients, math.ceil(system.overcommit * keep))
+        # f k beyond N (an overcommit of 1e308 included, whose ceil is no integer) chooses every client.
+        wanted = system.overcommit * keep
+        chosen = task.num_clients if wanted >= task.num_clients else math.ceil(wanted)
         participation_options = dataclasses.replace(participation_options, clients_per_round=chosen)
     return VirtualClock(system, profiles, flops, keep), participation_options
 

@@ -18,6 +18,7 @@ from fedhet.core.seeding import derive_seed
 from fedhet.core.task import FederatedTask, build_task
 from fedhet.data.validation import split_validation
 from fedhet.engine import client_eval
+from fedhet.models.shapes import check_model_reads_inputs
 
 if TYPE_CHECKING:
     from fedhet.engine.dataset_cache import DatasetCache
@@ -64,6 +65,7 @@ def build_federation(config: ExperimentConfig, device: torch.device,
     torch.manual_seed(derive_seed(seed, "init"))
     model = MODELS.get(config.model.name, key="model.name").factory(
         config.model.options, input_shape=bundle.input_shape, num_classes=bundle.num_classes)
+    check_model_reads_inputs(config.model.name, model, bundle.train.inputs[:1])
     dtype = torch.float64 if config.run.dtype == "float64" else torch.float32
     task = build_task(model, bundle.train, bundle.test, partition, num_classes=bundle.num_classes,
                       device=device, dtype=dtype, train_transform=bundle.train_transform)

@@ -42,10 +42,35 @@ def _canonical(value: Any) -> Any:
     return value
 
 
+def user_implementations(config: ExperimentConfig) -> dict[str, str]:
+    """``{"implementation.<section>": "<module>.<factory>"}`` for each component of ``config`` that
+    fedhet does not define: one registered from user code, a new name or a ``replace=True`` of a
+    built-in. A resume in a process where that name means another factory (the built-in, because the
+    user's module was not imported) would mix two algorithms under one name; with these values in the
+    fingerprint it is refused, naming the factory. Built-ins are left out, so their runs' fingerprints
+    do not depend on where fedhet defines its factories."""
+    from fedhet.config.schema import COMPONENT_SECTIONS
+
+    found = {}
+    for section, (registry, _) in COMPONENT_SECTIONS.items():
+        name = getattr(config, section).name
+        if name not in registry:
+            continue
+        factory = registry.get(name).factory
+        module = str(getattr(factory, "__module__", "") or "")
+        if module.split(".")[0] != "fedhet":
+            qualified = getattr(factory, "__qualname__", getattr(factory, "__name__", repr(factory)))
+            found[f"implementation.{section}"] = f"{module}.{qualified}"
+    return found
+
+
 def fingerprinted_values(config: ExperimentConfig) -> dict[str, Any]:
-    """The flat resolved configuration without :data:`RESUMABLE_KEYS`, as JSON-ready values."""
-    return {key: _canonical(value) for key, value in sorted(config.to_flat_dict().items())
-            if key not in RESUMABLE_KEYS}
+    """The flat resolved configuration without :data:`RESUMABLE_KEYS`, as JSON-ready values, and the
+    user-defined implementations (:func:`user_implementations`)."""
+    values = {key: _canonical(value) for key, value in sorted(config.to_flat_dict().items())
+              if key not in RESUMABLE_KEYS}
+    values.update(user_implementations(config))
+    return values
 
 
 def config_fingerprint(config: ExperimentConfig) -> dict[str, Any]:
@@ -67,6 +92,17 @@ def check_fingerprint(saved: Mapping[str, Any] | None, config: ExperimentConfig,
                   if key not in RESUMABLE_KEYS and old.get(key, "<unset>") != new.get(key, "<unset>"))
     if not keys and old:
         return
+    implementations = [key for key in keys if key.startswith("implementation.")]
+    if implementations:
+        key = implementations[0]
+        section = key.split(".", 1)[1]
+        name = new.get(f"{section}.name", old.get(f"{section}.name"))
+        builtin = "fedhet's built-in"
+        raise ConfigChangedError(
+            f"{where}: {section}.name = {name!r} was {old.get(key, builtin)} when the run started, and here it is "
+            f"{new.get(key, builtin)}; resume it where the same "
+            "implementation is registered (import the module that registers it, then call "
+            "fedhet.engine.runner.resume_run), or start afresh with --overwrite")
     shown = ", ".join(f"{key} ({old.get(key, '<unset>')!r} -> {new.get(key, '<unset>')!r})" for key in keys[:8])
     more = f" and {len(keys) - 8} more" if len(keys) > 8 else ""
     raise ConfigChangedError(

@@ -37,6 +37,10 @@ class ParticipationLog:
         self._rows[self.rounds] = np.packbits(mask)
         self.rounds += 1
 
+    def any_participant(self) -> bool:
+        """Whether any client trained in any round logged so far."""
+        return bool(self._rows[:self.rounds].any())
+
     def dense(self) -> torch.Tensor:
         """The log as a ``[rounds, N]`` bool tensor."""
         bits = np.unpackbits(self._rows[:self.rounds], axis=1, count=self.num_clients)

@@ -83,7 +83,7 @@ class DirectoryLock:
             if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise RunDirectoryInUseError(
                     f"{self.what} {self.directory} is in use by process {holder or '(unknown PID)'} "
-                    "(another fedhet run, resume or sweep); wait for it to finish or stop it") from None
+                    "(another fedhet run, resume, sweep, tune or claims run); wait for it to finish or stop it") from None
             raise
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)

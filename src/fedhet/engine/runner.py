@@ -38,6 +38,7 @@ from fedhet.engine.callbacks import (
     set_aside_bad_lines,
 )
 from fedhet.engine.device import configure_threads, resolve_device
+from fedhet.engine.empty_rounds import EmptyRoundsWarning
 from fedhet.engine.federation import build_federation
 from fedhet.engine.fingerprint import ConfigChangedError, check_fingerprint, check_resumable_overrides
 from fedhet.engine.preflight import check_run_resources, write_data_files
@@ -73,7 +74,7 @@ def _messages(log: Optional[Callable[[str], None]]) -> Callable[[str], None]:
 
 def _default_callbacks(config: ExperimentConfig, run_dir: Path) -> list[Callback]:
     callbacks: list[Callback] = [MetricsWriter(run_dir / "metrics.jsonl"),
-                                 CheckpointCallback(config.run.checkpoint_every)]
+                                 CheckpointCallback(config.run.checkpoint_every), EmptyRoundsWarning()]
     if config.run.stop_at_target and config.run.target_accuracy is not None:
         callbacks.append(TargetAccuracy(config.run.target_accuracy))
     if config.run.progress:

@@ -27,6 +27,7 @@ from fedhet.backends.base import Backend, RoundWork
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import LocalSolver, local_learning_rate, with_effective_steps
 from fedhet.core.cohort import Cohort
+from fedhet.core.component_output import check_tensor_output
 from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.core.task import FederatedTask
 from fedhet.engine import checkpoint as ckpt
@@ -152,6 +153,7 @@ class Simulator:
             raise TrainingDivergedError(
                 f"round {t + 1} diverged: {reason}; local learning rate {learning_rate:g}; "
                 f"lower the learning rates or enable client.clip_norm") from error
+        check_tensor_output(self.server, "step", params, self.params.shape)
         diagnostics = cohort_metrics(cohort)
         # The loss, the update norms and the model, not the model alone (fedhet.engine.divergence).
         diverged = divergence_reason(cohort, diagnostics, server_metrics, self.params, params)

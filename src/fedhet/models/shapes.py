@@ -8,7 +8,7 @@ what is allowed: the user's to fix, printed as one ``fedhet:`` line (:mod:`fedhe
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 from fedhet.errors import FedhetError
 
@@ -53,3 +53,26 @@ def check_spatial(model: str, input_shape: Sequence[int], height: int, width: in
     if height < 1 or width < 1:
         raise ModelShapeError(f"model {model!r}: input_shape = {tuple(input_shape)!r} is too small; the "
                          f"feature map after the convolutions would be {height}x{width} ({needed})")
+
+
+def check_model_reads_inputs(model_name: str, module: Any, example: Any) -> None:
+    """ModelShapeError when ``module`` cannot take one example of integer inputs (token ids).
+
+    The factories check float inputs by shape; token ids reach a model without an embedding (text
+    with ``logreg``) only as a dtype error inside the first matrix product, so one example is passed
+    through the module once, before any training.
+    """
+    import torch
+
+    if example.is_floating_point():
+        return
+    try:
+        # fork_rng: a dropout layer's draw here must not move torch's global generator (reproducibility).
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            module(example)
+    except (RuntimeError, TypeError, IndexError) as error:
+        raise ModelShapeError(
+            f"model {model_name!r} cannot read the dataset's inputs (token ids of dtype {example.dtype}, shape "
+            f"{list(example.shape[1:])}): {str(error).splitlines()[0] if str(error) else type(error).__name__}; "
+            "text needs a model that embeds tokens (model.name = 'neox_classifier')") from None
+

@@ -39,7 +39,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from fedhet.core.options import option
+from fedhet.core.options import ConfigError, option
 from fedhet.participation.base import (
     ParticipationContext,
     ParticipationProcess,
@@ -79,8 +79,10 @@ class WarmupOptions:
 def sweep_size(probabilities: Optional[torch.Tensor], num_clients: int) -> int:
     """Clients per exploration round: ``clamp(round(sum_n p_n), 1, N)`` (expected number per round)."""
     if probabilities is None:
-        raise ValueError("participation.explore needs a process with participation probabilities "
-                         "(its expected number of clients per round sets the sweep size)")
+        raise ConfigError("participation.explore", True,
+                          "needs a process with participation probabilities (its expected number of clients per "
+                          "round sets the sweep size); this participation process has none (a trace whose "
+                          "clients are all periodic, with clients_per_round = 0, has them)")
     expected = float(probabilities.double().sum())
     return max(1, min(num_clients, int(round(expected))))
 

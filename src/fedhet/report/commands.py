@@ -37,7 +37,10 @@ def report_command(run_dirs: Sequence[str], *, out: str, targets: Optional[str] 
     warnings: list[str] = []
     try:
         target_values = parse_targets(targets)
-        keys = [key.strip() for key in group_by.split(",") if key.strip()] if group_by else None
+        keys = [key.strip() for key in group_by.split(",") if key.strip()] if group_by is not None else None
+        if keys is not None and not keys:
+            raise ConfigError("--group-by", group_by, "name at least one configuration key (KEY,...), "
+                                                      "e.g. --group-by client.name,participation.name")
         runs = collect_runs(run_dirs, warn=warnings.append)
         report = build_report(runs, targets=target_values, group_by=keys, last_rounds=last_rounds,
                               title=title or "fedhet report", warnings=warnings, baseline=baseline)

@@ -29,6 +29,7 @@ from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence, runt
 import torch
 
 from fedhet.core.cohort import Cohort
+from fedhet.core.component_output import check_tensor_output
 from fedhet.core.options import option, refuse_inactive
 from fedhet.core.store import ClientStore
 from fedhet.server.aware_options import AwareOptions, aware_field
@@ -231,6 +232,7 @@ class ComposedServer:
                             for transform, transform_state in zip(self.transforms, state.transforms)]
         if pseudo_gradient is None:
             return params, ServerState(agg_state, state.optimizer, tuple(transform_states), stage), metrics
+        check_tensor_output(self.aggregator, "aggregate", pseudo_gradient, params.shape)
         update, opt_state = self.optimizer.update(state.optimizer, pseudo_gradient, context)
         metrics = dict(metrics)
         for index, transform in enumerate(self.transforms):

@@ -10,7 +10,9 @@ Many runs (what the sweep uses): ``python -m fedhet.sweep.worker --serve`` reads
 per line on standard input, ``{"run_dir": ..., "resume": bool, "config": TOML or null}``, runs it
 with everything the process has already paid for (the interpreter, torch and fedhet imported, the
 datasets loaded: :class:`fedhet.engine.dataset_cache.DatasetCache`) and answers one line on
-standard output, ``{"run_dir": ..., "status": 0 or 1}``, after the run. While a run executes, the
+standard output, ``{"run_dir": ..., "status": S}``, after the run (S: 0 when it finished, else the
+command line's status of its failure: 1 the machine, 2 the run's input, 3 a bug; a malformed request
+line is answered with 2 and one stderr line, and the worker goes on). While a run executes, the
 process's standard output and error (file descriptors 1 and 2, so C-level messages too) go to that
 run's ``sweep.log``. Each run builds its own model, state and random streams from its configuration,
 so it computes the same numbers as alone (tests/sweep/test_sweep_worker_serve.py); the
@@ -33,6 +35,7 @@ from fedhet.config.schema import ExperimentConfig, resolve_config
 from fedhet.core.log_files import UnsafeLogFileError, open_log_for_append
 from fedhet.engine.callbacks import Callback
 from fedhet.engine.dataset_cache import DatasetCache
+from fedhet.errors import FedhetError
 from fedhet.sweep.lifetime import watch_parent
 
 LOG_FILE = "sweep.log"
@@ -96,12 +99,44 @@ def run_request(request: dict[str, Any], datasets: DatasetCache) -> int:
     failure (1 the machine, 2 the run's input, 3 a bug; reported on stderr)."""
     try:
         resume = bool(request.get("resume"))
-        config = None if resume else resolve_config(tomllib.loads(request["config"]))
+        config = None if resume else _config_from_toml(request["config"])
         execute_run(config, Path(request["run_dir"]), resume=resume, log=_log_to_stderr, datasets=datasets)
     except Exception as error:  # the run's log gets the reason; the sweep reports the failure
         report_failure(error)
         return failure_status(error)
     return 0
+
+
+class RequestError(FedhetError, ValueError):
+    """A serving worker's request line that is not ``{"run_dir": ..., "resume": bool, "config": TOML}``."""
+
+
+def _config_from_toml(text: str) -> ExperimentConfig:
+    try:
+        raw = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as error:
+        raise RequestError(f"the run's configuration is not valid TOML ({error})") from None
+    return resolve_config(raw)
+
+
+def parse_request(line: str) -> dict[str, Any]:
+    """The request of one line (module docstring), checked: a JSON object whose ``run_dir`` is a
+    non-empty path, ``resume`` a boolean, and ``config`` a non-empty TOML text for a new run (an
+    empty one would run the all-defaults experiment); :class:`RequestError` otherwise."""
+    try:
+        request = json.loads(line)
+    except (ValueError, RecursionError):
+        raise RequestError(f"a request is one JSON object a line; got {line.strip()[:80]!r}") from None
+    if not isinstance(request, dict):
+        raise RequestError(f"a request is a JSON object, not {type(request).__name__}")
+    run_dir, resume, config = request.get("run_dir"), request.get("resume", False), request.get("config")
+    if not isinstance(run_dir, str) or not run_dir.strip():
+        raise RequestError(f"run_dir = {run_dir!r}: must be a non-empty path")
+    if not isinstance(resume, bool):
+        raise RequestError(f"resume = {resume!r}: must be true or false")
+    if not resume and (not isinstance(config, str) or not config.strip()):
+        raise RequestError(f"config = {config!r}: a new run needs its configuration as TOML text")
+    return request
 
 
 class _OutputTo:
@@ -143,7 +178,15 @@ def serve(requests, replies, *, datasets: Optional[DatasetCache] = None) -> None
     for line in requests:
         if not line.strip():
             continue
-        request = json.loads(line)
+        try:
+            request = parse_request(line)
+        except RequestError as error:
+            # A malformed request is answered, not fatal: the worker goes on with the next line.
+            print(f"fedhet: worker request refused: {error}", file=sys.stderr, flush=True)
+            given = _given_run_dir(line)
+            replies.write(json.dumps({"run_dir": given, "status": 2}) + "\n")
+            replies.flush()
+            continue
         run_dir = Path(request["run_dir"])
         run_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -155,6 +198,15 @@ def serve(requests, replies, *, datasets: Optional[DatasetCache] = None) -> None
             status = 2
         replies.write(json.dumps({"run_dir": str(run_dir), "status": status}) + "\n")
         replies.flush()
+
+
+def _given_run_dir(line: str) -> str:
+    """The ``run_dir`` a malformed request names, when it names one as text (for its reply)."""
+    try:
+        value = json.loads(line).get("run_dir", "")
+    except (ValueError, RecursionError, AttributeError):
+        return ""
+    return value if isinstance(value, str) else ""
 
 
 def _serve_main() -> int:
@@ -193,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve_main()
     run_dir = Path(args[0])
     try:
-        config = None if resume else resolve_config(tomllib.loads(sys.stdin.read()))
+        config = None if resume else _config_from_toml(sys.stdin.read())
         execute_run(config, run_dir, resume=resume, log=_log_to_stderr)
     except Exception as error:  # the run's log gets the reason; the sweep reports the failure
         report_failure(error)

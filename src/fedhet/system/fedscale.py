@@ -64,6 +64,15 @@ def _ordered_clients(data: dict, source: str, clients: Optional[int]) -> list[An
     return keys
 
 
+def _as_float(value: int | float, error: type[Exception], where: str) -> float:
+    """``float(value)``; an integer beyond float64 (a pickle may hold any size) is the file's error."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise error(f"{where} = an integer of {int(value).bit_length()} bits: too large for a number of seconds, "
+                    "milliseconds or kbit/s") from None
+
+
 def capacity_to_profiles(data: dict, source: str, clients: Optional[int] = None) -> ClientProfiles:
     rows = []
     for number, key in enumerate(_ordered_clients(data, source, clients)):
@@ -73,6 +82,8 @@ def capacity_to_profiles(data: dict, source: str, clients: Optional[int] = None)
         computation, communication = entry["computation"], entry["communication"]
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (computation, communication)):
             raise ProfileError(f"{source}: client {key!r}: computation and communication must be numbers")
+        computation = _as_float(computation, ProfileError, f"{source}: client {key!r}: computation")
+        communication = _as_float(communication, ProfileError, f"{source}: client {key!r}: communication")
         rows.append({"client": number, "seconds_per_sample": 3.0 * computation / 1000.0,
                      "uplink_bps": 1000.0 * communication, "downlink_bps": 1000.0 * communication,
                      "latency": 0.0})
@@ -97,6 +108,10 @@ def behavior_to_trace(data: dict, source: str, clients: Optional[int] = None) ->
         values = [v for pair in pairs for v in pair] + ([] if period is None else [period])
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
             raise TraceError(f"{source}: client {client}: times must be numbers")
+        spans[client] = [(_as_float(a, TraceError, f"{source}: client {client}: time"),
+                          _as_float(b, TraceError, f"{source}: client {client}: time")) for a, b in pairs]
+        if period is not None:
+            periods[client] = _as_float(period, TraceError, f"{source}: client {client}: finish_time")
     return trace_from_spans(spans, periods, source)
 
 

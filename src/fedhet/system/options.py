@@ -9,10 +9,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from fedhet.core.options import ConfigError, option
+from fedhet.core.options import ConfigError, option, refuse_inactive
 
 POLICIES = ("sync", "deadline", "overcommit")
 PROFILE_SOURCES = ("lognormal", "tiers", "file")
+# The keys only the lognormal source reads (tiers have their own speeds, a file its own values).
+_LOGNORMAL_KEYS = ("device_flops", "compute_sigma", "uplink_bps", "downlink_bps", "bandwidth_sigma")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,11 +40,12 @@ class SystemOptions:
     profile_file: str = option("", help="profiles = 'file': a .csv or .json profile file "
                                         "(docs/system.md, \"Profiles\")")
     device_flops: float = option(2e9, gt=0, help="median device speed in FLOP/s (lognormal)")
-    compute_sigma: float = option(0.6, ge=0, help="sigma of log device speed (lognormal; FedScale's tail_skew "
-                                                  "default 0.6)")
+    compute_sigma: float = option(0.6, ge=0, le=10, help="sigma of log device speed (lognormal; FedScale's tail_skew "
+                                                  "default 0.6; at most 10, whose speeds already span 40 orders "
+                                                  "of magnitude)")
     uplink_bps: float = option(2e6, gt=0, help="median uplink bandwidth, bits per second (lognormal)")
     downlink_bps: float = option(1e7, gt=0, help="median downlink bandwidth, bits per second (lognormal)")
-    bandwidth_sigma: float = option(0.5, ge=0, help="sigma of log bandwidth (lognormal)")
+    bandwidth_sigma: float = option(0.5, ge=0, le=10, help="sigma of log bandwidth (lognormal; at most 10)")
     latency: float = option(0.05, ge=0, help="one-way latency of every message, seconds (lognormal, tiers)")
     idle_seconds: float = option(60.0, gt=0, help="duration of a round in which no client is available or "
                                                   "none finishes (the server waits and tries again)")
@@ -56,3 +59,13 @@ class SystemOptions:
                               "is read only with system.profiles = 'file'")
         if self.partial_work and self.policy != "deadline":
             raise ConfigError(f"{section}.partial_work", True, "applies only to system.policy = 'deadline'")
+        # A key that only one policy or profile source reads is refused elsewhere, as partial_work is
+        # and unknown keys are: a deadline under 'sync' would otherwise be silently ignored.
+        refuse_inactive(self, section, ("deadline",), active=self.policy == "deadline",
+                        condition=f"{section}.policy = 'deadline' (here {self.policy!r})")
+        refuse_inactive(self, section, ("overcommit",), active=self.policy == "overcommit",
+                        condition=f"{section}.policy = 'overcommit' (here {self.policy!r})")
+        refuse_inactive(self, section, _LOGNORMAL_KEYS, active=self.profiles == "lognormal",
+                        condition=f"{section}.profiles = 'lognormal' (here {self.profiles!r})")
+        refuse_inactive(self, section, ("latency",), active=self.profiles != "file",
+                        condition=f"{section}.profiles = 'lognormal' or 'tiers' (a profile file has its own)")

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from fedhet.core.client_ids import first_missing_id, parse_client_id
+from fedhet.core.input_files import parse_input_json, read_input_text
 from fedhet.core.io import atomic_write_text
 from fedhet.core.options import ConfigError
 from fedhet.core.seeding import numpy_generator
@@ -111,6 +112,9 @@ def _positive(source: str, client: Any, key: str, value: Any, *, zero: bool = Fa
         number = float(value)
     except (TypeError, ValueError):
         raise ProfileError(f"{source}: client {client}: {key} = {value!r}: expected a number") from None
+    except OverflowError:     # a JSON integer beyond float64
+        raise ProfileError(f"{source}: client {client}: {key} = an integer of {int(value).bit_length()} bits: "
+                           "must be a finite number") from None
     if not math.isfinite(number) or number < 0 or (number == 0 and not zero):
         raise ProfileError(f"{source}: client {client}: {key} = {value!r}: must be a finite number "
                            + (">= 0" if zero else "> 0"))
@@ -154,29 +158,38 @@ def profiles_from_rows(rows: list[dict[str, Any]], source: str) -> ClientProfile
     return ClientProfiles(**{key: _tensor(values) for key, values in columns.items()})
 
 
+def _refuse_unknown_keys(source: str, what: str, keys: Any, where: str = "") -> None:
+    """A misspelt column or key (``latncy``) would leave its value at the default: refuse it."""
+    unknown = [str(key) for key in keys if key not in PROFILE_COLUMNS]
+    if unknown:
+        raise ProfileError(f"{source}: {where}unknown {what} {unknown[0]!r}; allowed: {', '.join(PROFILE_COLUMNS)}")
+
+
 def read_profiles(path: str | Path) -> ClientProfiles:
     """Read a ``.csv`` or ``.json`` profile file (module docstring)."""
     path = Path(path)
     source = str(path)
-    if not path.is_file():
-        raise ProfileError(f"{source}: no such file")
-    text = path.read_text(encoding="utf-8")
+    text = read_input_text(path, ProfileError)
     if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ProfileError(f"{source}: not valid JSON ({error})") from None
+        data = parse_input_json(text, source, ProfileError)
         if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT or not isinstance(data.get("clients"), list):
             raise ProfileError(f'{source}: expected {{"format": "{PROFILE_FORMAT}", "clients": [...]}} (docs/system.md)')
         rows = data["clients"]
         if not all(isinstance(row, dict) for row in rows):
             raise ProfileError(f"{source}: every entry of \"clients\" must be an object")
+        for row in rows:
+            _refuse_unknown_keys(source, "key", row, f"client {row.get('client')!r}: ")
         return profiles_from_rows(rows, source)
     if path.suffix == ".csv":
         reader = csv.DictReader(io.StringIO(text))
         if reader.fieldnames is None or "client" not in reader.fieldnames:
             raise ProfileError(f"{source}: the first line must be the header {','.join(PROFILE_COLUMNS)}")
-        return profiles_from_rows(list(reader), source)
+        _refuse_unknown_keys(source, "column", reader.fieldnames)
+        rows = list(reader)
+        for line_number, row in enumerate(rows, start=2):
+            if None in row:     # DictReader's key for values beyond the header
+                raise ProfileError(f"{source}: line {line_number}: more values than the header has columns")
+        return profiles_from_rows(rows, source)
     raise ProfileError(f"{source}: a profile file is .csv or .json")
 
 

@@ -25,6 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional
 
+from fedhet.core.lock_files import open_lock_file
 from fedhet.errors import FedhetError
 from fedhet.tracking.base import Tracker, TrackingContext, numeric_items, scoped_environ, started
 from fedhet.tracking.layout import headline_summary, metric_name
@@ -170,8 +171,6 @@ def _store_lock(uri: str, timeout: float = STORE_LOCK_TIMEOUT_SECONDS) -> Iterat
     if path is None or fcntl is None:
         yield
         return
-    from fedhet.core.lock_files import open_lock_file
-
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = open_lock_file(path)          # no link followed, a regular file only
     try:
@@ -205,7 +204,7 @@ class MlflowTracker(Tracker):
 
     def start(self, context: TrackingContext, saved: Optional[dict[str, Any]]) -> dict[str, Any]:
         with self._environment():
-            from mlflow.tracking import MlflowClient
+            from mlflow.exceptions import MlflowException
 
             # A resumed run stays in the store it was made in (a file: store included).
             default = not saved and not context.options.mlflow_uri
@@ -217,22 +216,36 @@ class MlflowTracker(Tracker):
                 _check_sqlalchemy()
                 if default:
                     _check_database_file(database)
-            with _store_lock(uri):
-                # Opening a new SQLite store creates its tables: under the lock, with the experiment.
-                self.client = MlflowClient(tracking_uri=uri)
-                if saved:
-                    self.run_id = saved["run_id"]
-                    self.client.update_run(self.run_id, status="RUNNING")
-                    return dict(saved)
-                experiment_id = self._get_or_create_experiment(context.project, artifact_location(uri))
-            # setting and seed as tags: the MLflow runs table groups the seeds of a setting by them.
-            tags = {"fedhet.run_dir": str(context.run_dir.resolve()), "setting": context.setting,
-                    "seed": str(context.seed)}
-            if context.sweep is not None:
-                tags["fedhet.sweep"] = context.sweep
-            run = self.client.create_run(experiment_id, run_name=context.run_name, tags=tags)
-            self.run_id = run.info.run_id
-            return {"tracking_uri": uri, "experiment_id": experiment_id, "run_id": self.run_id}
+            try:
+                return self._start(context, saved, uri)
+            except MlflowException as error:
+                if urllib.parse.urlparse(uri).scheme not in ("http", "https"):
+                    raise
+                # Something answers there, but not as an MLflow server does (another web server's 404).
+                raise MlflowServerUnreachableError(
+                    f"run.mlflow_uri = {uri!r}: the server there does not answer as an MLflow tracking server "
+                    f"({str(error).splitlines()[0][:200] if str(error) else type(error).__name__}); check the "
+                    "URI, or leave run.mlflow_uri unset for the local store beside the run directory") from None
+
+    def _start(self, context: TrackingContext, saved: Optional[dict[str, Any]], uri: str) -> dict[str, Any]:
+        from mlflow.tracking import MlflowClient
+
+        with _store_lock(uri):
+            # Opening a new SQLite store creates its tables: under the lock, with the experiment.
+            self.client = MlflowClient(tracking_uri=uri)
+            if saved:
+                self.run_id = saved["run_id"]
+                self.client.update_run(self.run_id, status="RUNNING")
+                return dict(saved)
+            experiment_id = self._get_or_create_experiment(context.project, artifact_location(uri))
+        # setting and seed as tags: the MLflow runs table groups the seeds of a setting by them.
+        tags = {"fedhet.run_dir": str(context.run_dir.resolve()), "setting": context.setting,
+                "seed": str(context.seed)}
+        if context.sweep is not None:
+            tags["fedhet.sweep"] = context.sweep
+        run = self.client.create_run(experiment_id, run_name=context.run_name, tags=tags)
+        self.run_id = run.info.run_id
+        return {"tracking_uri": uri, "experiment_id": experiment_id, "run_id": self.run_id}
 
     def _get_or_create_experiment(self, name: str, artifacts: Optional[str]) -> str:
         from mlflow.exceptions import MlflowException

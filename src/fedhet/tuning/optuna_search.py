@@ -16,6 +16,7 @@ The Optuna version and the flags are recorded in ``search.json`` and the results
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
@@ -133,18 +134,36 @@ def _open_study(optuna, settings, journal_path: Path):
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
-    storage = JournalStorage(JournalFileBackend(str(journal_path)))
     pruner = optuna.pruners.MedianPruner(n_startup_trials=settings.startup_trials, n_warmup_steps=0)
-    # Given a sampler with the flags, so that none with Optuna's defaults is ever made; each ask
-    # replaces it with the asked trial's own (optuna_trials).
-    study = optuna.create_study(study_name=STUDY_NAME, storage=storage, direction=settings.criterion.direction,
-                                pruner=pruner, sampler=_sampler(optuna, settings, 0), load_if_exists=True)
+    try:
+        storage = JournalStorage(JournalFileBackend(str(journal_path)))     # replays the journal
+        # Given a sampler with the flags, so that none with Optuna's defaults is ever made; each ask
+        # replaces it with the asked trial's own (optuna_trials).
+        study = optuna.create_study(study_name=STUDY_NAME, storage=storage, direction=settings.criterion.direction,
+                                    pruner=pruner, sampler=_sampler(optuna, settings, 0), load_if_exists=True)
+    except json.JSONDecodeError as error:
+        # A line damaged before the journal's last one (a torn last line is cut off above): Optuna
+        # cannot replay the search from it, and dropping the line would change the study.
+        raise TuneError(f"{journal_path}: line {_first_bad_line(journal_path)} is not a JSON record ({error.msg}); "
+                        "the search cannot be replayed from it: restore the file, or move it aside to start the "
+                        "search again") from None
     study_id = storage.get_study_id_from_name(STUDY_NAME)
 
     def live(number: int):
         return optuna.trial.Trial(study, storage.get_trial_id_from_study_id_trial_number(study_id, number))
 
     return study, live
+
+
+def _first_bad_line(journal_path: Path) -> int | str:
+    """The number of the journal's first line that is not JSON (``?`` when none is found)."""
+    with open(journal_path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                json.loads(line)
+            except ValueError:
+                return number
+    return "?"
 
 
 def _sampler(optuna, settings, number: int):
