@@ -266,13 +266,13 @@ def rejudge_command(*, record: str, out: Optional[str] = None, stdout: Optional[
 
 def rejudge_table(recorded: dict, rejudged: dict) -> str:
     """Markdown: every claim and comparison with its recorded and its new outcome side by side."""
-    from fedhet.claims.render import markdown_table
+    from fedhet.claims.render import markdown_table, metric_scale
 
     rows = []
     for old, new in zip(recorded["claims"], rejudged["claims"]):
         rows.append([f"**{new['id']}** ({new['quantifier']})", "", "", f"**{old['verdict']}**", f"**{new['verdict']}**"])
         for before, after in zip(old["comparisons"], new["comparisons"]):
-            d, scale = after["difference"], 100.0 if after["metric"].endswith("accuracy") else 1.0
+            d, scale = after["difference"], metric_scale(after["metric"])
             interval = ("–" if d["low"] is None else
                         f"{scale * d['mean']:+.2f} [{scale * d['low']:+.2f}, {scale * d['high']:+.2f}]")
             adjusted = after.get("adjusted")

@@ -39,7 +39,7 @@ NOT_TESTED_TEXT = "not tested at this scale"
 NOT_TESTED_PENDING_TEXT = "not tested: tuning pending"
 
 
-def _scale(metric: str) -> float:
+def metric_scale(metric: str) -> float:
     return 100.0 if metric in ACCURACY_METRICS else 1.0
 
 
@@ -56,7 +56,7 @@ def _digits(metric: str, difference: bool = False) -> int:
 def value_text(metric: str, mean: Optional[float], std: Optional[float]) -> str:
     if mean is None:
         return "–"
-    scale, digits = _scale(metric), _digits(metric)
+    scale, digits = metric_scale(metric), _digits(metric)
     text = f"{scale * mean:.{digits}f}"
     return text if std is None else f"{text} ± {scale * std:.{digits}f}"
 
@@ -65,7 +65,7 @@ def difference_text(result: ComparisonResult) -> str:
     d, metric = result.difference, result.comparison.metric
     if d.mean is None:
         return "–"
-    scale, digits = _scale(metric), _digits(metric, difference=True)
+    scale, digits = metric_scale(metric), _digits(metric, difference=True)
     text = f"{scale * d.mean:+.{digits}f}"
     if d.low is None or d.high is None:
         return text
@@ -74,7 +74,7 @@ def difference_text(result: ComparisonResult) -> str:
 
 def delta_text(comparison: Comparison) -> str:
     """The minimal effect in the table's units (accuracy points, e-LUDD, rounds)."""
-    return f"{_scale(comparison.metric) * comparison.delta:g}"
+    return f"{metric_scale(comparison.metric) * comparison.delta:g}"
 
 
 def side_text(side: SideValues, metric: str) -> str:
@@ -86,7 +86,7 @@ def comparison_text(comparison: Comparison) -> str:
     """``fedaware > fedavg [fedaware_dir01]``, or with both protocols when they differ."""
     m, b, relation = comparison.method, comparison.baseline, DIRECTION_TEXT[comparison.direction]
     if comparison.direction == "not_worse":
-        scale = _scale(comparison.metric)
+        scale = metric_scale(comparison.metric)
         unit = " pt" if comparison.metric in ACCURACY_METRICS else ""
         relation = f"not worse (margin {scale * comparison.margin:g}{unit}) than"
     if comparison.metric == "rounds_to_target" and comparison.target is not None:
@@ -231,7 +231,7 @@ def forest_rows(results: Sequence[ClaimResult], metric_group: Sequence[str]) -> 
             c = result.comparison
             if c.metric not in metric_group:
                 continue
-            scale = _scale(c.metric)
+            scale = metric_scale(c.metric)
             mean, low, high = oriented(result.difference, c.direction, c.margin)
             label = f"{claim.claim.id}: {comparison_text(c)}" + ("" if result.counted else " (duplicate)"
                                                                  if result.duplicate_of else " (reported)")
