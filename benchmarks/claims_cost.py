@@ -8,7 +8,7 @@ Usage (from the repository root, fedhet importable, e.g. ``PYTHONPATH=src``):
 
 **The workload.** The protocols, their methods (``same_as`` and ``methods_from`` resolved), base files and
 seeds come from ``configs/claims`` (``--claims-dir``) as ``fedhet claims run`` reads them
-(:mod:`fedhet.claims.definitions`), with the default tier's values. Where a protocol there were below the
+(:mod:`fedhet.lab.claims.definitions`), with the default tier's values. Where a protocol there were below the
 paper regime of issue 21, the regime's values would be applied on top (:data:`REGIME`: FedAWARE family
 ``eta_l = 0.01``, 3 epochs of batch 64, T = 300; FedSpeed 5 epochs, ``eta_l = 0.1``, T = 300; FedAU 5 steps
 of batch 16, T = 1,000; today every protocol file meets it). The evaluations of a run are the ones its
@@ -30,7 +30,7 @@ summary and the plots: I/O). The rest of a round (participation, client-state st
 "other". The first round is left out of the per-round means (lazy initialisation). The checkpoint a short
 run writes at its last round is counted once per ``run.checkpoint_every`` rounds. Then a second run (the
 next seed, one round) in the same process gives the start-up of a serving sweep worker
-(``fedhet.sweep.worker --serve``: imports done, the dataset cached).
+(``fedhet.lab.sweep.worker --serve``: imports done, the dataset cached).
 
 **Extrapolation.** Per run: ``start-up + T * (train + server + other + io) + evaluated examples * eval cost
 per example + end``;
@@ -104,9 +104,9 @@ def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def load_workload(claims_dir: Path) -> dict[str, dict[str, Any]]:
     """``{protocol: {"base": path, "set": {}, "methods": {method: {key: value}}, "seeds": n}}``: each method's
     default-tier values over its base file as ``fedhet claims run`` applies them (``same_as`` and
-    ``methods_from`` resolved, the protocol's ``set`` folded in; :mod:`fedhet.claims.definitions`)."""
+    ``methods_from`` resolved, the protocol's ``set`` folded in; :mod:`fedhet.lab.claims.definitions`)."""
     sys.path.insert(0, str(REPO / "src"))
-    from fedhet.claims.definitions import load_suite
+    from fedhet.lab.claims.definitions import load_suite
 
     suite = load_suite(claims_dir)
     return {name: {"base": str(protocol.base), "set": {},
@@ -222,7 +222,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     Simulator._run_round = run_round
 
     from fedhet.config.schema import read_toml_file
-    from fedhet.sweep.plan import build_run_config
+    from fedhet.lab.sweep.plan import build_run_config
 
     raw = read_toml_file(spec["base"], key="config")
     config = build_run_config(raw, spec["overrides"])
@@ -244,7 +244,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
               # protocol carves one, the validation split; the per-round eval time covers both.
               "eval_examples_per_round": counts["eval_examples"] / max(1, len(rounds)),
               "batch_size": getattr(config.client.options, "batch_size", None), "model": config.model.name}
-    # The next run of a serving sweep worker (fedhet.sweep.worker --serve): another seed, in this
+    # The next run of a serving sweep worker (fedhet.lab.sweep.worker --serve): another seed, in this
     # process, its start-up from the call to round 1 (imports done, the dataset cached when it can be).
     warm = build_run_config(raw, {**spec["overrides"], "run.seed": config.run.seed + 1, "run.rounds": 1})
     began = clock()

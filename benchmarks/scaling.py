@@ -275,8 +275,8 @@ def header_sweep(path: Path) -> list[str]:
 
 
 def plan_preset(path: Path):
-    from fedhet.sweep.grid import load_variants, parse_grid, parse_seeds
-    from fedhet.sweep.plan import plan_sweep
+    from fedhet.lab.sweep.grid import load_variants, parse_grid, parse_seeds
+    from fedhet.lab.sweep.plan import plan_sweep
 
     args = header_sweep(path)
     config, grids, seeds, variants = args[0], [], None, []

@@ -1,7 +1,7 @@
 """The claims page's verdict summaries, generated from committed ``claims.json`` records so they cannot drift.
 
 Each block of ``docs/claims.md`` between ``<!-- claims-summary RECORD -->`` and ``<!-- /claims-summary -->``
-is the rendering (:func:`fedhet.claims.render.summary_from_json`) of ``RECORD``, a
+is the rendering (:func:`fedhet.lab.claims.render.summary_from_json`) of ``RECORD``, a
 ``claims.json`` path relative to the repository (``fedhet claims report`` writes one beside every report).
 After a new claims run, copy its ``runs/claims/report/claims.json`` to ``docs/claims/<date>.json``, point
 the "Latest verdicts" block at it and run::
@@ -23,7 +23,7 @@ BLOCK = re.compile(r"(<!-- claims-summary (?P<record>\S+) -->\n)(?P<body>.*?)(<!
 
 def render_page(text: str, root: Path = ROOT) -> str:
     """``text`` with every summary block replaced by the rendering of its record."""
-    from fedhet.claims.render import summary_from_json
+    from fedhet.lab.claims.render import summary_from_json
 
     def block(match: re.Match) -> str:
         record = json.loads((root / match["record"]).read_text(encoding="utf-8"))

@@ -94,7 +94,7 @@ def render() -> str:
     lines += ["## `[system]`", "", "Optional: device profiles, availability and the virtual clock's round policy; "
               "without the section a run has no clock. See [Time](system.md).", ""]
     lines += _options_table(describe_options(SystemOptions), "system")
-    from fedhet.sweep.options import SweepOptions
+    from fedhet.lab.sweep.options import SweepOptions
 
     lines += ["## `[sweep]`", "", "How `fedhet sweep` executes the runs of a base file (ignored by `fedhet run`); "
               "the command line's `--executor`, `--jobs` and `--ray-*` flags override these keys. "

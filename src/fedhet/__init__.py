@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     # The lazy functions of _LAZY_FUNCTIONS below, named for type checkers (and __all__); at run time
     # __getattr__ imports them on first use. The two lists name the same modules.
     from fedhet.algorithms.fedau import fedau_weights
-    from fedhet.report.analysis import load_runs
+    from fedhet.lab.report.analysis import load_runs
     from fedhet.server.min_norm import min_norm_weights
 
 __version__ = "0.1.0"
@@ -43,7 +43,7 @@ def resume_run(*args, **kwargs):
 _LAZY_FUNCTIONS = {
     "min_norm_weights": "fedhet.server.min_norm",   # min w^T Q w over the simplex (FedAWARE's weights)
     "fedau_weights": "fedhet.algorithms.fedau",  # FedAU Algorithm 2 weights from participation
-    "load_runs": "fedhet.report.analysis",        # run directories as one per-round table
+    "load_runs": "fedhet.lab.report.analysis",        # run directories as one per-round table
 }
 
 

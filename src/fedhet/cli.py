@@ -31,8 +31,8 @@ from typing import Sequence
 from fedhet.core.options import ConfigError, describe_options
 from fedhet.engine.summary import CLIENT_SUMMARY_KEYS
 from fedhet.error_lines import error_line
+from fedhet.lab.sweep.executor_flags import add_executor_flags
 from fedhet.logs import NORMAL, QUIET, VERBOSE, configure_cli_logging
-from fedhet.sweep.executor_flags import add_executor_flags
 
 EXIT_CONFIG_ERROR = 2
 
@@ -243,7 +243,7 @@ def _command_init(args: argparse.Namespace) -> int:
 
 
 def _command_sweep(args: argparse.Namespace) -> int:
-    from fedhet.sweep.commands import sweep_command
+    from fedhet.lab.sweep.commands import sweep_command
 
     return sweep_command(args.config, grids=args.grid or [], seeds=args.seeds, variants=args.variants,
                          only=args.only, sets=args.set or [], out=args.out, jobs=args.jobs,
@@ -254,7 +254,7 @@ def _command_sweep(args: argparse.Namespace) -> int:
 
 
 def _command_report(args: argparse.Namespace) -> int:
-    from fedhet.report.commands import report_command
+    from fedhet.lab.report.commands import report_command
 
     return report_command(args.run_dirs, out=args.out, targets=args.target, group_by=args.group_by,
                           last_rounds=args.last_rounds, title=args.title, baseline=args.baseline,
@@ -413,9 +413,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="list the preset names (the starters, then papers/... and cpu/...) and exit")
     init.set_defaults(handler=_command_init)
     _add_experiment_commands(sub)
-    from fedhet.claims.cli import add_claims_command
     from fedhet.flower.commands import add_flower_command
-    from fedhet.tuning.command import add_tune_command
+    from fedhet.lab.claims.cli import add_claims_command
+    from fedhet.lab.tuning.command import add_tune_command
     add_claims_command(sub)
     add_tune_command(sub)
     add_flower_command(sub)

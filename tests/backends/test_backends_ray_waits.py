@@ -12,8 +12,8 @@ import pytest
 
 import fedhet.backends.ray_backend as ray_backend
 from fedhet.backends.ray_backend import RayClusterUnreachableError, check_reachable
-from fedhet.sweep.grid import SweepError
-from fedhet.sweep.ray_executor import ray_session
+from fedhet.lab.sweep.grid import SweepError
+from fedhet.lab.sweep.ray_executor import ray_session
 
 
 def _free_port() -> int:

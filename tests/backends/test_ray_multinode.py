@@ -18,10 +18,10 @@ import torch
 import fedhet
 from fedhet.engine.callbacks import Callback, read_metrics
 from fedhet.engine.checkpoint import load_checkpoint
-from fedhet.sweep.execute import run_sweep
-from fedhet.sweep.grid import parse_grid
-from fedhet.sweep.plan import plan_sweep
-from fedhet.sweep.progress import DONE
+from fedhet.lab.sweep.execute import run_sweep
+from fedhet.lab.sweep.grid import parse_grid
+from fedhet.lab.sweep.plan import plan_sweep
+from fedhet.lab.sweep.progress import DONE
 from ray_cluster import LoopbackRayCluster
 from small_run import small_toml
 
@@ -53,7 +53,7 @@ def test_sweep_on_the_cluster_equals_the_local_sweep(cluster, tmp_path):
     base.write_text(small_toml(name="tiny", rounds=4, eval_every=2, checkpoint_every=2))
     # The sweep as the command line runs it, shipping run directories back from the nodes (what a
     # cluster without a shared filesystem needs).
-    from fedhet.sweep.commands import sweep_command
+    from fedhet.lab.sweep.commands import sweep_command
 
     stderr = io.StringIO()
     status = sweep_command(str(base), grids=["server.learning_rate=0.5,1"], out=str(tmp_path / "cluster"),

@@ -130,8 +130,8 @@ def test_fedhet_run_refuses_a_conflicting_pair_in_one_line(tmp_path, capsys):
 
 
 def test_a_sweep_grid_over_algorithm_runs_each_algorithm_s_pair(pair_file, tmp_path):
-    from fedhet.sweep.grid import parse_grid
-    from fedhet.sweep.plan import plan_sweep
+    from fedhet.lab.sweep.grid import parse_grid
+    from fedhet.lab.sweep.plan import plan_sweep
 
     plan = plan_sweep(pair_file, grids=[parse_grid("algorithm=fedavg,scaffold,fedaware")], out_dir=tmp_path / "s")
     assert [(run.config.algorithm, _pair(run.config)) for run in plan.runs] == [
@@ -139,8 +139,8 @@ def test_a_sweep_grid_over_algorithm_runs_each_algorithm_s_pair(pair_file, tmp_p
 
 
 def test_a_sweep_variant_and_set_override_the_pair_as_run_set_does(pair_file, tmp_path):
-    from fedhet.sweep.grid import Variant
-    from fedhet.sweep.plan import plan_sweep
+    from fedhet.lab.sweep.grid import Variant
+    from fedhet.lab.sweep.plan import plan_sweep
 
     plan = plan_sweep(pair_file, variants=[Variant("s", {"algorithm": "scaffold"})], out_dir=tmp_path / "s")
     assert _pair(plan.runs[0].config) == _pair(load_config(pair_file, ["algorithm=scaffold"]))
@@ -149,8 +149,8 @@ def test_a_sweep_variant_and_set_override_the_pair_as_run_set_does(pair_file, tm
 
 
 def test_a_sweep_refuses_an_algorithm_and_a_conflicting_name(pair_file, tmp_path):
-    from fedhet.sweep.grid import parse_grid
-    from fedhet.sweep.plan import plan_sweep
+    from fedhet.lab.sweep.grid import parse_grid
+    from fedhet.lab.sweep.plan import plan_sweep
 
     with pytest.raises(ConfigError, match="conflicts with algorithm = 'scaffold'"):
         plan_sweep(pair_file, grids=[parse_grid("algorithm=scaffold")], sets=["client.name=sgd"],
@@ -158,7 +158,7 @@ def test_a_sweep_refuses_an_algorithm_and_a_conflicting_name(pair_file, tmp_path
 
 
 def test_a_tuning_trial_with_an_algorithm_runs_its_pair(pair_file, tmp_path):
-    from fedhet.tuning.trials import ConfigTrialRunner
+    from fedhet.lab.tuning.trials import ConfigTrialRunner
 
     runner = ConfigTrialRunner(pair_file, {"algorithm": "scaffold"}, tmp_path / "trials")
     assert _pair(runner.base) == ("scaffold", "scaffold")
@@ -167,8 +167,8 @@ def test_a_tuning_trial_with_an_algorithm_runs_its_pair(pair_file, tmp_path):
 
 
 def test_a_claims_method_naming_an_algorithm_runs_its_pair(pair_file, tmp_path):
-    from fedhet.claims.definitions import load_protocols
-    from fedhet.claims.planning import plan_protocol
+    from fedhet.lab.claims.definitions import load_protocols
+    from fedhet.lab.claims.planning import plan_protocol
 
     (tmp_path / "protocols.toml").write_text(
         '[protocol.p]\nbase = "pair.toml"\nseeds = [1]\n'

@@ -214,11 +214,11 @@ def _flat(config) -> dict[str, Any]:
 
 def _resolved_everywhere(tmp_path: Path, settings: dict[str, Any], algorithm: str | None, capsys) -> dict[str, dict]:
     """The configuration ``settings`` (and ``algorithm``) resolve to, through each entry point."""
-    from fedhet.claims.definitions import load_protocols
-    from fedhet.claims.planning import plan_protocol
     from fedhet.flower.build import config_from_text, config_text
-    from fedhet.sweep.plan import plan_sweep
-    from fedhet.tuning.trials import ConfigTrialRunner
+    from fedhet.lab.claims.definitions import load_protocols
+    from fedhet.lab.claims.planning import plan_protocol
+    from fedhet.lab.sweep.plan import plan_sweep
+    from fedhet.lab.tuning.trials import ConfigTrialRunner
 
     path = tmp_path / "file.toml"
     path.write_text(_file_text(settings, algorithm))

@@ -36,9 +36,11 @@ LAYERS: list[tuple[str, frozenset[str], bool]] = [
     ("algorithms", frozenset({"fedhet.algorithms"}), False),
     ("config", frozenset({"fedhet.components", "fedhet.config"}), False),
     ("engine", frozenset({"fedhet.engine"}), False),
-    ("applications", frozenset({"fedhet.problems", "fedhet.flower", "fedhet.testing", "fedhet.sweep"}), False),
-    ("reports", frozenset({"fedhet.report"}), False),
-    ("studies", frozenset({"fedhet.claims", "fedhet.tuning"}), False),
+    ("applications", frozenset({"fedhet.problems", "fedhet.flower", "fedhet.testing"}), False),
+    # The lab (src/fedhet/lab): the reproduction apparatus built on the library.
+    ("lab: sweeps", frozenset({"fedhet.lab", "fedhet.lab.sweep"}), False),
+    ("lab: reports", frozenset({"fedhet.lab.report"}), False),
+    ("lab: studies", frozenset({"fedhet.lab.claims", "fedhet.lab.tuning"}), False),
     ("entry points", frozenset({"fedhet.cli", "fedhet"}), False),
 ]
 
@@ -70,9 +72,10 @@ MODULES: dict[str, Path] = {_module_name(p): p for p in sorted((SRC / "fedhet").
 
 
 def _unit(module: str) -> str:
-    """``fedhet.engine.runner`` -> ``fedhet.engine``; ``fedhet.errors`` -> itself; ``fedhet`` -> itself."""
+    """``fedhet.engine.runner`` -> ``fedhet.engine``; ``fedhet.lab.sweep.plan`` -> ``fedhet.lab.sweep``;
+    ``fedhet.errors`` -> itself; ``fedhet`` -> itself."""
     parts = module.split(".")
-    return ".".join(parts[:2])
+    return ".".join(parts[:3] if parts[1:2] == ["lab"] else parts[:2])
 
 
 def _layer_of(unit: str) -> int:
@@ -264,6 +267,8 @@ def _drawn_layers() -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     for line in drawing.splitlines():
         label, body = line[:15].strip(), line[15:]
+        if label.startswith("="):               # a rule between library and lab, not a layer
+            continue
         if label and label != "|":              # a layer's first line: its name in the left column
             rows.append((label, body))
         elif rows:

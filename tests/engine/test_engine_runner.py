@@ -116,7 +116,7 @@ def test_divergence_stops_with_a_clear_message_and_keeps_the_checkpoint(small_co
     saved = ckpt.load_checkpoint(tmp_path / "nan")
     assert saved["simulator"]["next_round"] == 0
     assert torch.isfinite(saved["simulator"]["params"]).all()
-    # how the run ended is on disk, for readers that count a diverged run (fedhet.claims.evaluate)
+    # how the run ended is on disk, for readers that count a diverged run (fedhet.lab.claims.evaluate)
     marker = json.loads((tmp_path / "nan" / "diverged.json").read_text())
     assert marker["round"] == 1 and "non-finite" in marker["reason"]
 

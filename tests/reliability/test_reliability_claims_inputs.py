@@ -7,10 +7,10 @@ import io
 
 import pytest
 
-from fedhet.claims.commands import export_command
-from fedhet.claims.definitions import ClaimsError, load_protocols
 from fedhet.engine.rundir_lock import DirectoryLock, RunDirectoryInUseError
 from fedhet.error_lines import error_line
+from fedhet.lab.claims.commands import export_command
+from fedhet.lab.claims.definitions import ClaimsError, load_protocols
 from small_run import small_toml
 
 PROTOCOLS = """

@@ -8,7 +8,7 @@ import pytest
 
 import fedhet.engine.run_plots as run_plots
 from fedhet.engine.runner import resume_run, run_experiment
-from fedhet.sweep.plan import read_summary
+from fedhet.lab.sweep.plan import read_summary
 
 
 def test_L2_summary_written_after_participation_files(small_config, tmp_path, monkeypatch):

@@ -15,8 +15,8 @@ from fedhet.core.options import ConfigError
 from fedhet.engine.callbacks import scan_metrics
 from fedhet.engine.runner import run_experiment
 from fedhet.engine.tracking import sweep_name
-from fedhet.report.runs import load_run
-from fedhet.sweep.plan import read_summary
+from fedhet.lab.report.runs import load_run
+from fedhet.lab.sweep.plan import read_summary
 
 
 def test_H5_summary_fifo_does_not_hang(tmp_path):

@@ -22,7 +22,7 @@ from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.rundir_lock import LOCK_NAME, DirectoryLock, RunDirectoryInUseError
 from fedhet.engine.runner import run_experiment
-from fedhet.sweep.plan import plan_sweep
+from fedhet.lab.sweep.plan import plan_sweep
 from helpers_reliability import assert_same_run, subprocess_env
 from small_run import small_toml
 

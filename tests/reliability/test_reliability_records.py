@@ -11,7 +11,7 @@ import torch
 from fedhet.engine import callbacks
 from fedhet.engine.callbacks import MetricsWriter, read_metrics, scan_metrics
 from fedhet.engine.runner import resume_run, run_experiment
-from fedhet.report.runs import collect_runs
+from fedhet.lab.report.runs import collect_runs
 from helpers_reliability import assert_same_run, final_params, values
 from small_run import StopAfter
 

@@ -16,9 +16,9 @@ from fedhet.engine import checkpoint as ckpt
 from fedhet.engine.fingerprint import ConfigChangedError
 from fedhet.engine.rundir_lock import DirectoryLock, RunDirectoryInUseError
 from fedhet.engine.runner import resume_run, run_experiment
-from fedhet.sweep.execute import run_sweep
-from fedhet.sweep.plan import plan_sweep
-from fedhet.sweep.progress import DONE
+from fedhet.lab.sweep.execute import run_sweep
+from fedhet.lab.sweep.plan import plan_sweep
+from fedhet.lab.sweep.progress import DONE
 from helpers_reliability import assert_same_run, fedhet_cli, subprocess_env, values
 from small_run import StopAfter, small_toml
 
@@ -84,7 +84,7 @@ def test_sweep_workers_die_with_their_parent(tmp_path):
     # A parent starts a long-sleeping child the way the sweep starts workers, then is SIGKILLed.
     script = textwrap.dedent("""
         import subprocess, sys, time
-        from fedhet.sweep.lifetime import die_with_parent
+        from fedhet.lab.sweep.lifetime import die_with_parent
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], preexec_fn=die_with_parent())
         print(child.pid, flush=True)
         time.sleep(60)

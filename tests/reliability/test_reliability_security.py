@@ -11,7 +11,7 @@ from fedhet.core.lock_files import LockFileError
 from fedhet.engine.rundir import LinkedRunDirectoryError
 from fedhet.engine.rundir_lock import DirectoryLock
 from fedhet.engine.runner import run_experiment
-from fedhet.sweep.run_files import file_signatures, read_run_files
+from fedhet.lab.sweep.run_files import file_signatures, read_run_files
 from small_run import StopAfter
 
 

@@ -1,4 +1,4 @@
-"""The serving worker's protocol (``python -m fedhet.sweep.worker --serve``): a malformed request is
+"""The serving worker's protocol (``python -m fedhet.lab.sweep.worker --serve``): a malformed request is
 answered with status 2 and one line on stderr, and the worker goes on serving; it never dies with a
 traceback (exit 1, which `tune --jobs` reads as the machine failing), answers 3 (a bug), or runs the
 all-defaults experiment into its working directory."""
@@ -11,7 +11,7 @@ import os
 import pytest
 
 from fedhet.config.schema import config_to_toml, load_config
-from fedhet.sweep import worker
+from fedhet.lab.sweep import worker
 from small_run import SMALL
 
 MALFORMED = ["garbage", "[1, 2]", "{}", '{"run_dir": 5}', '{"run_dir": "", "config": ""}',

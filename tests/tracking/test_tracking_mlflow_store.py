@@ -19,8 +19,8 @@ from pathlib import Path
 from small_run import SMALL
 from fedhet.config.schema import config_to_toml, load_config
 from fedhet.engine.tracking import sweep_viewer_lines
-from fedhet.sweep.plan import plan_sweep
-from fedhet.sweep.execute import run_sweep
+from fedhet.lab.sweep.plan import plan_sweep
+from fedhet.lab.sweep.execute import run_sweep
 
 base = load_config(None, [*SMALL, "run.name=par", "run.rounds=2", 'run.trackers=["mlflow"]'])
 Path("par.toml").write_text(config_to_toml(base))

@@ -14,8 +14,8 @@ import io
 from pathlib import Path
 from small_run import SMALL
 from fedhet.config.schema import config_to_toml, load_config
-from fedhet.sweep.plan import plan_sweep
-from fedhet.sweep.execute import run_sweep
+from fedhet.lab.sweep.plan import plan_sweep
+from fedhet.lab.sweep.execute import run_sweep
 
 base = load_config(None, [*SMALL, "run.name=grp", "run.rounds=2",
                           'run.trackers=["tensorboard", "mlflow", "wandb"]'])

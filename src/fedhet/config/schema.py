@@ -23,7 +23,7 @@ named algorithm. ``algorithm = X`` means the same wherever it is written (docs/d
   ``server.name`` are dropped unless the same overrides name them too (:func:`apply_overrides`).
 
 A ``[sweep]`` table says how
-``fedhet sweep`` executes the runs (:mod:`fedhet.sweep.options`); a run ignores it. Each component's options are
+``fedhet sweep`` executes the runs (:mod:`fedhet.lab.sweep.options`); a run ignores it. Each component's options are
 validated against its registered dataclass: unknown keys, wrong types and out-of-range values raise
 :class:`ConfigError` naming the key, the value and what is allowed.
 """
@@ -214,7 +214,7 @@ def resolve_config(raw: Mapping[str, Any]) -> ExperimentConfig:
     _ensure_components_loaded()
     for key, value in raw.items():
         if key == "sweep":
-            # How `fedhet sweep` executes the runs (fedhet.sweep.options), not what a run computes.
+            # How `fedhet sweep` executes the runs (fedhet.lab.sweep.options), not what a run computes.
             continue
         if key not in SECTIONS:
             raise ConfigError(key, value if not isinstance(value, dict) else "{...}",

@@ -116,7 +116,7 @@ class RunHandle:
             record, cohort = self.simulator.run_round()
         except TrainingDivergedError as error:
             # A record of how the run ended, for readers that count a diverged run with a failure value
-            # (fedhet.claims.evaluate) instead of mistaking it for one killed or still running.
+            # (fedhet.lab.claims.evaluate) instead of mistaking it for one killed or still running.
             atomic_write_json(self.run_dir / DIVERGED_FILE, {"round": self.simulator.next_round + 1, "reason": str(error)})
             raise TrainingDivergedError(f"{error}. The last checkpoint in {self.run_dir} is intact.") from None
         except RayWorkersLostError as error:
