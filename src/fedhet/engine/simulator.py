@@ -145,8 +145,8 @@ class Simulator:
                                                                          self.server_context(t))
         except (ValueError, RuntimeError, ArithmeticError) as error:
             # Updates that already diverged can break the server's step first (FedAWARE's Gram matrix
-            # overflowing float32): that is the round diverging, not a bug (finding M4 of the
-            # 2026-11-24 campaign). A step failing on healthy updates is re-raised as it is.
+            # overflowing float32): that is the round diverging, not a bug. A step failing on healthy
+            # updates is re-raised as it is.
             reason = divergence_reason(cohort, cohort_metrics(cohort), {}, self.params, self.params)
             if reason is None:
                 raise
