@@ -53,7 +53,7 @@ class Simulator:
                  server: ServerMethod, seed: int, client_label_counts: Optional[torch.Tensor] = None,
                  backend: Optional[Backend] = None,
                  store_options: StoreOptions = StoreOptions(), params: Optional[torch.Tensor] = None,
-                 max_rounds: Optional[int] = None, clock: Optional[VirtualClock] = None):
+                 clock: Optional[VirtualClock] = None):
         self.task = task
         self.process = participation
         self.solver = solver
@@ -80,7 +80,7 @@ class Simulator:
         self.client_stores = {name: self.make_store(f"client-{name}") for name in self.solver.client_state_names}
         self.server_state = self.server.init(self.params, self.server_context(0))
         # Which clients trained in which round (for rasters and FedAU diagnostics); grown as rounds
-        # run, so ``max_rounds`` (kept for callers) no longer preallocates anything.
+        # run, so nothing is allocated for rounds not yet run.
         self.participations = ParticipationLog(task.num_clients)
         self.e_lud_sum, self.e_lud_count = 0.0, 0
         # The virtual clock ([system] section, fedhet.engine.clock); None = rounds take no time.
