@@ -50,7 +50,7 @@ from fedhet.core.cohort import Cohort
 from fedhet.core.options import build_options
 from fedhet.core.registry import SERVERS
 from fedhet.core.store import ClientStore, StoreOptions
-from fedhet.server import aware_direction
+from fedhet.server import aware_direction, gram as gram_module
 from fedhet.server.base import ServerContext
 from fedhet.server.gram import gram_update
 
@@ -82,7 +82,7 @@ def legacy_read(self: ClientStore, ids: torch.Tensor, device=None) -> torch.Tens
 
 
 _READ = ClientStore.read
-_GRAM_BLOCK_VALUES = aware_direction._GRAM_BLOCK_VALUES
+_UPCAST_BLOCK_VALUES = gram_module._UPCAST_BLOCK_VALUES
 _LEGACY_GRAM_BLOCK_VALUES = 1 << 22
 
 
@@ -104,7 +104,7 @@ class Parts:
 
     def install(self, legacy: bool):
         ClientStore.read = legacy_read if legacy else _READ
-        aware_direction._GRAM_BLOCK_VALUES = _LEGACY_GRAM_BLOCK_VALUES if legacy else _GRAM_BLOCK_VALUES
+        gram_module._UPCAST_BLOCK_VALUES = _LEGACY_GRAM_BLOCK_VALUES if legacy else _UPCAST_BLOCK_VALUES
         aware_direction.gram_update = self.wrap("gram", gram_update)
         aware_direction.min_norm_weights = self.wrap("solve", _MIN_NORM)
         aware_direction._weighted_rows = self.wrap("weighted_sum", legacy_weighted_rows if legacy else self.weighted_rows)
@@ -186,12 +186,7 @@ def measure(dtype: str, kind: str, num_clients: int, dim: int, per_round: list[i
         grams = []
         for legacy in (True, False):
             parts.install(legacy)
-            if store.storage_dtype == accumulate:
-                chunk_rows, chunk_cols = max(k, aware_direction._GRAM_WIDE_ROWS), dim
-            else:
-                chunk_rows, chunk_cols = max(k, aware_direction._GRAM_BLOCK_VALUES // dim, 1), None
-            grams.append(gram_update(gram, aware_direction._row_source(store), ids, chunk_rows=chunk_rows,
-                                     chunk_cols=chunk_cols, accumulate_dtype=accumulate,
+            grams.append(gram_update(gram, aware_direction._row_source(store), ids, accumulate_dtype=accumulate,
                                      threads=1 if legacy else threads))
         old_gram, new_gram = grams
         del grams

@@ -63,11 +63,11 @@ class ScriptedParticipation:
         return False
 
 
-def simulator(federation, server, *, participation=None, solver=None, seed: int = 0, rounds: int = 0,
+def simulator(federation, server, *, participation=None, solver=None, seed: int = 0,
               store_dtype: str = "float64", label_counts: Optional[torch.Tensor] = None):
     solver = solver or build_solver("sgd", learning_rate=0.05, batch_size=4, steps=2)
     return federation.simulator(solver=solver, server=server, participation=participation, seed=seed,
-                                store_options=StoreOptions(dtype=store_dtype), max_rounds=rounds,
+                                store_options=StoreOptions(dtype=store_dtype),
                                 client_label_counts=label_counts)
 
 

@@ -490,7 +490,7 @@ def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
     except KeyboardInterrupt:
-        # The hint names the run directory when the command knows one (finding M6); other commands
+        # The hint names the run directory when the command knows one; other commands
         # (sweep, tune, claims: run again; flower loopback: cannot resume) get none.
         hint = getattr(args, "interrupt_hint", None)
         print("fedhet: interrupted" + (f"; {hint}" if hint else ""), file=sys.stderr)

@@ -78,5 +78,5 @@ def check_resumed_run_equals_uninterrupted_run(name, **values):
 
     def make():
         return simulator(federation, build_server(name, learning_rate=0.05, **values),
-                         participation=make_uniform(UniformOptions(clients_per_round=3)), seed=2, rounds=6)
+                         participation=make_uniform(UniformOptions(clients_per_round=3)), seed=2)
     assert_resume_is_bitwise(make, rounds=6, split=3)

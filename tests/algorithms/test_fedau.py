@@ -112,7 +112,7 @@ def test_fedau_under_full_participation_is_the_uniform_average(cutoff):
 def test_fedau_weights_inside_the_server_match_fedau_weights_on_the_realised_participation(cutoff, pattern):
     federation, rounds, rate = problem(N), 40, 0.6
     sim = simulator(federation, build_server("fedau", learning_rate=rate, cutoff=cutoff),
-                    participation=heterogeneous(pattern), label_counts=label_counts(), rounds=rounds, seed=3)
+                    participation=heterogeneous(pattern), label_counts=label_counts(), seed=3)
     history = record_rounds(sim, rounds)
     realised = sim.participation_log
     assert bool((realised.sum(1) == 0).any()), "the schedule should contain empty rounds"
@@ -143,7 +143,7 @@ def test_fedau_state_advances_through_empty_rounds():
     matrix[[0, 4], 1] = True
     federation = problem(2, sizes=[6, 6])
     sim = simulator(federation, build_server("fedau", learning_rate=1.0, cutoff=None),
-                    participation=ScriptedParticipation(matrix), rounds=6)
+                    participation=ScriptedParticipation(matrix))
     history = record_rounds(sim, 6)
     weights_of_client_0 = [history[t][3]["fedau_weight_max"] for t in (0, 3)] + [
         history[5][3]["fedau_weight_mean"]]
@@ -169,7 +169,7 @@ def test_resumed_run_equals_uninterrupted_run(name, values):
 
     def make():
         return simulator(federation, build_server(name, learning_rate=0.5, **values), participation=heterogeneous(),
-                         label_counts=label_counts(), rounds=12, seed=5)
+                         label_counts=label_counts(), seed=5)
     assert_resume_is_bitwise(make, rounds=12, split=7)
 
 

@@ -16,8 +16,8 @@ from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.engine import checkpoint as ckpt
 from fedhet.participation.uniform import UniformOptions, UniformParticipation
 from fedhet.problems.least_squares import full_batch_options, make_least_squares
+from fedhet.server.aware_direction import reference_gram
 from fedhet.server.base import ServerContext
-from fedhet.server.gram import gram_full
 
 F64 = torch.float64
 
@@ -222,7 +222,7 @@ def test_incremental_gram_equals_full_recomputation_and_leaves_other_entries_unt
         gram = state.aggregator.gram
         others = torch.tensor([i for i in range(num_clients) if i not in ids.tolist()])
         assert torch.equal(gram[others][:, others], before[others][:, others])
-        full = gram_full(state.aggregator.momenta.read_all())
+        full = reference_gram(state.aggregator.momenta)
         assert torch.allclose(gram, full, rtol=1e-13, atol=1e-13)
         assert torch.equal(gram, gram.T)
 
@@ -267,8 +267,7 @@ def test_bfloat16_momenta_are_self_consistent_and_close_to_float32():
         store = state.aggregator.momenta
         assert store.table.dtype == getattr(torch, dtype)
         # The Gram matrix and d are those of the momenta as stored (rounded), not of unrounded ones.
-        stored = store.read_all()
-        assert torch.allclose(state.aggregator.gram, gram_full(stored), rtol=1e-5, atol=1e-6)
+        assert torch.allclose(state.aggregator.gram, reference_gram(store), rtol=1e-5, atol=1e-6)
         results[dtype] = x
     assert torch.allclose(results["bfloat16"], results["float32"], atol=3e-2)
     assert not torch.equal(results["bfloat16"], results["float32"])
@@ -301,7 +300,7 @@ def _simulator(problem, server_name, server_values, store=StoreOptions()):
     server = entry.factory(build_options(entry.options_cls, server_values, section="server"))
     solver = CLIENT_SOLVERS.get("sgd").factory(full_batch_options(problem, ClientOptions, learning_rate=0.05, steps=3))
     return problem.simulator(solver=solver, server=server, participation=UniformParticipation(UniformOptions(clients_per_round=3)),
-                             seed=4, store_options=store, max_rounds=8)
+                             seed=4, store_options=store)
 
 
 @pytest.mark.parametrize("server_name,values,store_dtype,mmap", [

@@ -117,7 +117,7 @@ def test_resumed_run_equals_uninterrupted_run():
         return simulator(federation, build_server("fednova", learning_rate=0.8),
                          solver=build_solver("fedprox", mu=0.5, learning_rate=0.05, lr_decay=0.9, batch_size=4,
                                              epochs=1),
-                         participation=make_uniform(UniformOptions(clients_per_round=2)), seed=3, rounds=6)
+                         participation=make_uniform(UniformOptions(clients_per_round=2)), seed=3)
     assert_resume_is_bitwise(make, rounds=6, split=2)
 
 

@@ -117,7 +117,7 @@ def test_a_round_touches_only_the_participants_rows(name):
 def test_memory_clients_seen_metric_counts_clients_ever_seen():
     matrix = torch.tensor([[1, 0, 0], [1, 1, 0], [0, 0, 0]], dtype=torch.bool)
     federation = problem(3)
-    sim = simulator(federation, build_server("mifa"), participation=ScriptedParticipation(matrix), rounds=3)
+    sim = simulator(federation, build_server("mifa"), participation=ScriptedParticipation(matrix))
     seen = [sim.run_round()[0]["memory_clients_seen"] for _ in range(3)]
     assert seen == [1.0, 2.0, 2.0]
 
@@ -131,5 +131,5 @@ def test_resumed_run_equals_uninterrupted_run(name, store_dtype):
 
     def make():
         return simulator(federation, build_server(name, learning_rate=0.5), participation=process,
-                         label_counts=counts, store_dtype=store_dtype, rounds=10, seed=4)
+                         label_counts=counts, store_dtype=store_dtype, seed=4)
     assert_resume_is_bitwise(make, rounds=10, split=6)

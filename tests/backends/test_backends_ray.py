@@ -284,7 +284,7 @@ def test_ray_cut_short_clients_bitwise_equal_to_sequential(pool):
 
 
 @pytest.mark.slow      # its own two actors and a replacement: ~10 s
-def test_H3_a_stopped_actor_is_dropped_after_the_call_timeout_and_the_round_is_unchanged(local_ray):
+def test_a_stopped_actor_is_dropped_after_the_call_timeout_and_the_round_is_unchanged(local_ray):
     """SIGSTOP leaves an actor alive to Ray: without run.ray_call_timeout the round waited forever."""
     task, config = task_for("float64", "fixed")
     solver = make_solver("sgd", config)
@@ -320,7 +320,7 @@ def test_H3_a_stopped_actor_is_dropped_after_the_call_timeout_and_the_round_is_u
 
 
 @pytest.mark.parametrize("failure", [BrokenPipeError(32, "Broken pipe"), "system"])
-def test_M2_M3_losing_ray_itself_is_a_workers_lost_line(pool, monkeypatch, failure):
+def test_losing_ray_itself_is_a_workers_lost_line(pool, monkeypatch, failure):
     """A killed raylet or head node surfaced as `fedhet: Broken pipe` or Ray's own dump (M2, M3)."""
     task, config = task_for("float64", "fixed")
     solver = make_solver("sgd", config)

@@ -35,7 +35,7 @@ def http_server():
         server.server_close()
 
 
-def test_H2_ray_address_at_a_non_ray_listener_is_refused_quickly(http_server):
+def test_ray_address_at_a_non_ray_listener_is_refused_quickly(http_server):
     started = time.monotonic()
     with pytest.raises(RayClusterUnreachableError, match=r"run\.ray_address = .*: something listens there but "
                                                          r"it is not a Ray head"):
@@ -43,7 +43,7 @@ def test_H2_ray_address_at_a_non_ray_listener_is_refused_quickly(http_server):
     assert time.monotonic() - started < 10
 
 
-def test_H2_a_silent_listener_is_refused_within_the_connect_timeout(monkeypatch):
+def test_a_silent_listener_is_refused_within_the_connect_timeout(monkeypatch):
     monkeypatch.setattr(ray_backend, "CONNECT_TIMEOUT_SECONDS", 1.0)
     with socket.socket() as listener:          # accepts connections (the kernel does) and never answers
         listener.bind(("127.0.0.1", 0))
@@ -60,14 +60,14 @@ def _ray_that_must_not_be_called():
     return types.SimpleNamespace(is_initialized=lambda: False, init=init, shutdown=lambda: None)
 
 
-def test_H1_sweep_ray_address_with_nothing_listening_is_refused():
+def test_sweep_ray_address_with_nothing_listening_is_refused():
     address = f"127.0.0.1:{_free_port()}"
     with pytest.raises(SweepError, match=rf"--ray-address = '{address}': no Ray cluster answers there"):
         with ray_session(_ray_that_must_not_be_called(), address):
             pass
 
 
-def test_H1_sweep_ray_address_at_a_non_ray_listener_is_refused(http_server):
+def test_sweep_ray_address_at_a_non_ray_listener_is_refused(http_server):
     with pytest.raises(SweepError, match="--ray-address .* not a Ray head"):
         with ray_session(_ray_that_must_not_be_called(), http_server):
             pass
@@ -123,7 +123,7 @@ def test_a_local_ray_that_fails_to_start_is_one_line_and_leaves_no_temp_dir(monk
     assert status == 2 and made and not made[0].exists()
 
 
-def test_R4_local_actors_beyond_free_memory_are_refused():
+def test_local_actors_beyond_free_memory_are_refused():
     from fedhet.backends.ray_backend import RayActorsTooManyError, check_local_actors_fit
     from fedhet.error_lines import error_line
 

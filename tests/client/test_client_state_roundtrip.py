@@ -36,7 +36,7 @@ def build(problem, client, server, values, store_dtype="float64"):
     solver = entry.factory(entry.options_cls(learning_rate=0.05, batch_size=4, epochs=1, lr_decay=0.95, **values))
     return problem.simulator(solver=solver, server=server_for(solver, server, ServerOptions()),
                              participation=make_uniform(UniformOptions(clients_per_round=2)), seed=9,
-                             store_options=StoreOptions(dtype=store_dtype), max_rounds=ROUNDS)
+                             store_options=StoreOptions(dtype=store_dtype))
 
 
 def through_bytes(state):

@@ -14,13 +14,13 @@ from fedhet.core.options import ConfigError, build_options, option
     ({"client.learning_rate": math.inf}, "client.learning_rate"),
     ({"server.learning_rate": -math.inf}, "server.learning_rate"),
 ])
-def test_finding_7_infinite_options_are_config_errors(overrides, key):
+def test_infinite_options_are_config_errors(overrides, key):
     with pytest.raises(ConfigError) as info:
         load_config(None, overrides)
     assert info.value.key == key and "must be finite" in str(info.value)
 
 
-def test_finding_7_inf_and_nan_from_the_command_line_are_refused():
+def test_inf_and_nan_from_the_command_line_are_refused():
     for text in ("inf", "-inf", "nan"):
         with pytest.raises(ConfigError, match="client.learning_rate"):
             load_config(None, [f"client.learning_rate={text}"])
@@ -32,7 +32,7 @@ class _Cutoff:
     rates: tuple[float, ...] = option((0.1,), help="a list of numbers")
 
 
-def test_finding_7_allow_inf_metadata_admits_infinity_but_never_nan():
+def test_allow_inf_metadata_admits_infinity_but_never_nan():
     assert build_options(_Cutoff, {"cutoff": math.inf}, section="s").cutoff == math.inf
     with pytest.raises(ConfigError, match="not NaN"):
         build_options(_Cutoff, {"cutoff": math.nan}, section="s")

@@ -11,7 +11,7 @@ from fedhet.names import MAX_NAME_LENGTH, child_path, name_problem
 
 @pytest.mark.parametrize("name", ["a\nb", "a\x00b", "tab\there", "x" * 300, "é" * 150, "../x", "/abs", "a\\b",
                                   "..", ".", "", "-rf"])
-def test_finding_11_bad_run_names_are_config_errors(name):
+def test_bad_run_names_are_config_errors(name):
     with pytest.raises(ConfigError) as info:
         load_config(None, {"run.name": name})
     assert info.value.key == "run.name"
@@ -20,19 +20,19 @@ def test_finding_11_bad_run_names_are_config_errors(name):
 
 @pytest.mark.parametrize("name", ["run", "fmnist__fedavg__server.learning_rate=0.1__seed=2", "lr=1..2",
                                   "x" * MAX_NAME_LENGTH, "ünïcode"])
-def test_finding_11_good_names_pass(name):
+def test_good_run_names_pass(name):
     assert load_config(None, {"run.name": name}).run.name == name
     assert name_problem(name) is None
 
 
-def test_finding_11_child_path_never_leaves_its_parent(tmp_path):
+def test_child_path_never_leaves_its_parent(tmp_path):
     assert child_path(tmp_path, "a", key="k") == tmp_path / "a"
     for name in ("../a", "/etc", ".."):
         with pytest.raises(ConfigError):
             child_path(tmp_path, name, key="k")
 
 
-def test_finding_11_config_toml_is_valid_for_control_characters_in_any_string():
+def test_config_toml_is_valid_for_control_characters_in_any_string():
     weird = 'a\nb\x00c\x1f"\\d\x7f'
     config = load_config(None, {"run.out_dir": weird, "run.name": 'q"uote'})
     parsed = tomllib.loads(config_to_toml(config))        # an independent parser reads it back

@@ -36,7 +36,7 @@ def _one_fedhet_line(lines):
     return lines[0]
 
 
-def test_finding_13_out_dir_that_is_a_file(tmp_path, capsys):
+def test_an_out_dir_that_is_a_file_is_a_one_line_os_error(tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
     status, lines = _run(capsys, *_small(tmp_path, f"run.out_dir={tmp_path / 'afile'}"))
     line = _one_fedhet_line(lines)
@@ -45,7 +45,7 @@ def test_finding_13_out_dir_that_is_a_file(tmp_path, capsys):
 
 @pytest.mark.parametrize("code, words", [(errno.ENOSPC, "no space left"), (errno.EROFS, "read-only file system"),
                                          (errno.EACCES, "permission denied")])
-def test_finding_13_disk_full_read_only_and_permission_errors(tmp_path, capsys, monkeypatch, code, words):
+def test_disk_full_read_only_and_permission_errors(tmp_path, capsys, monkeypatch, code, words):
     # The first write of a run is config.toml; make the file system refuse it as the kernel would.
     import fedhet.engine.runner as runner
 
@@ -58,7 +58,7 @@ def test_finding_13_disk_full_read_only_and_permission_errors(tmp_path, capsys, 
     assert status == EXIT_OS_ERROR and words in line and errno.errorcode[code] in line and "config.toml" in line
 
 
-def test_finding_13_divergence_and_dataset_errors(tmp_path, capsys):
+def test_divergence_and_a_missing_dataset_are_one_line_user_errors(tmp_path, capsys):
     status, lines = _run(capsys, *_small(tmp_path, "run.name=d", "client.learning_rate=1e30"))
     assert status == EXIT_USER_ERROR and _one_fedhet_line(lines).startswith("fedhet: round 1 diverged: ")
     base = tmp_path / "base.toml"
@@ -68,7 +68,7 @@ def test_finding_13_divergence_and_dataset_errors(tmp_path, capsys):
     assert status == EXIT_USER_ERROR and "data.root = '/nonexistent/fm' does not hold the dataset" in line
 
 
-def test_finding_13_report_on_malformed_files(tmp_path, capsys):
+def test_report_on_malformed_files_is_a_one_line_user_error(tmp_path, capsys):
     run_dir = tmp_path / "r"
     run_dir.mkdir()
     (run_dir / "config.toml").write_bytes(b"\xff\xfe not text")
@@ -80,7 +80,7 @@ def test_finding_13_report_on_malformed_files(tmp_path, capsys):
     assert status == EXIT_USER_ERROR and len(lines) == 1 and "record 1 is malformed: test_accuracy" in lines[0]
 
 
-def test_finding_13_a_bug_is_one_line_pointing_to_debug_and_debug_shows_the_traceback(tmp_path, capsys, monkeypatch):
+def test_a_bug_is_one_line_pointing_to_debug_and_debug_shows_the_traceback(tmp_path, capsys, monkeypatch):
     import fedhet.engine.runner as runner
 
     def bug(*args, **kwargs):
@@ -95,13 +95,13 @@ def test_finding_13_a_bug_is_one_line_pointing_to_debug_and_debug_shows_the_trac
         cli.main(["--debug", *_small(tmp_path, "run.name=b")])
 
 
-def test_finding_13_messages_are_made_one_line():
+def test_multi_line_messages_are_made_one_line():
     assert one_line("Searched:\n  /a: missing\n  /b: missing\nFix it.") == "Searched: /a: missing; /b: missing; Fix it."
     line, status = error_line(FileExistsError("run directory x already holds a run"))
     assert (line, status) == ("fedhet: run directory x already holds a run", EXIT_USER_ERROR)
 
 
-def test_finding_13_the_installed_command_prints_no_traceback(tmp_path):
+def test_the_installed_command_prints_no_traceback(tmp_path):
     """One real process, as a user runs it: stderr is exactly one line."""
     env = {"PYTHONPATH": str(Path(cli.__file__).parents[1]), "PATH": "/usr/bin:/bin"}
     result = subprocess.run([sys.executable, "-m", "fedhet.cli", "check", "--set", "run.name=a\nb"],

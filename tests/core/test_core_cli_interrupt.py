@@ -13,7 +13,7 @@ def _interrupt(*args, **kwargs):
     raise KeyboardInterrupt
 
 
-def test_M6_ctrl_c_names_the_run_directory(tmp_path, monkeypatch, capsys):
+def test_ctrl_c_names_the_run_directory(tmp_path, monkeypatch, capsys):
     config = tmp_path / "a.toml"
     config.write_text(small_toml(name="my run", out_dir=str(tmp_path), progress=False))
     monkeypatch.setattr(runner, "run_experiment", _interrupt)
@@ -25,7 +25,7 @@ def test_M6_ctrl_c_names_the_run_directory(tmp_path, monkeypatch, capsys):
     assert expected in capsys.readouterr().err
 
 
-def test_M6_ctrl_c_elsewhere_has_no_run_dir_placeholder(tmp_path, monkeypatch, capsys):
+def test_ctrl_c_elsewhere_has_no_run_dir_placeholder(tmp_path, monkeypatch, capsys):
     import fedhet.cli as cli
 
     monkeypatch.setattr(cli, "_command_init", _interrupt)

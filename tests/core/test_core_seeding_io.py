@@ -27,7 +27,7 @@ def test_atomic_writes_leave_no_temporary_files(tmp_path):
     assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o644  # readable by others (reports are served)
 
 
-def test_M6_a_failed_atomic_write_names_its_file(tmp_path, monkeypatch):
+def test_a_failed_atomic_write_names_its_file(tmp_path, monkeypatch):
     """A full disk during the write itself raised an OSError without a path, so sweeps and tune
     printed ENOSPC naming no file (campaign 2026-11-24 finding M6)."""
     import errno

@@ -6,7 +6,7 @@ import sys
 from fedhet.core.tempdirs import owned_temp_dir, remove_orphaned_temp_dirs
 
 
-def test_L4_temp_dir_of_a_dead_process_is_removed_and_live_ones_kept(tmp_path):
+def test_the_temp_dir_of_a_dead_process_is_removed_and_live_ones_kept(tmp_path):
     child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                            text=True, check=True)
     dead_pid = int(child.stdout)          # exited: its PID names no process (unless reused at once)

@@ -134,7 +134,7 @@ def test_hugging_face_tokenizer_problems_are_named(tmp_path):
         load_agnews(tmp_path / "csv", tokenizer=str(tmp_path / "no_eos"))
 
 
-def test_finding_9_agnews_lists_the_csv_files_it_read(tmp_path):
+def test_agnews_lists_the_csv_files_it_read(tmp_path):
     write_agnews(tmp_path)
     assert load_agnews(tmp_path, vocab_size=3, max_length=6).source_files == (
         str(tmp_path / "train.csv"), str(tmp_path / "test.csv"))

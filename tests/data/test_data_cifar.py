@@ -247,7 +247,7 @@ def _nested_shared_list(depth=9, width=10):
 
 
 @pytest.mark.parametrize("key", [b"data", b"labels"])
-def test_finding_10_a_tiny_nested_list_pickle_fails_fast_without_allocating(tmp_path, key):
+def test_a_tiny_nested_list_pickle_fails_fast_without_allocating(tmp_path, key):
     import time
     import tracemalloc
 
@@ -271,7 +271,7 @@ def test_finding_10_a_tiny_nested_list_pickle_fails_fast_without_allocating(tmp_
     assert elapsed < 2.0 and peak < 50 * 2**20
 
 
-def test_finding_9_cifar_bundle_lists_the_files_it_read(tmp_path):
+def test_cifar_bundle_lists_the_files_it_read(tmp_path):
     folder, _train, _test = write_cifar10(tmp_path)
     files = load_cifar10(tmp_path).source_files
     assert sorted(files) == sorted(str(folder / name) for name in

@@ -107,7 +107,7 @@ def test_registered_femnist(tmp_path):
     assert len(bundle.client_indices) == 3 and bundle.train_transform is None
 
 
-def test_finding_9_femnist_lists_the_json_files_it_read(tmp_path):
+def test_femnist_lists_the_json_files_it_read(tmp_path):
     write_femnist(tmp_path / "data")
     files = load_femnist(tmp_path).source_files
     assert [f.split("/data/", 1)[1] for f in files] == [

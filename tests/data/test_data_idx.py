@@ -177,7 +177,7 @@ def test_real_fashion_mnist_files_are_found_and_read():
     assert torch.equal(torch.bincount(labels), torch.full((10,), 1000))
 
 
-def test_R1_gzip_bomb_is_refused_without_inflating_it(tmp_path):
+def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path):
     """A few hundred KB of gzip holding a valid 100-label header and 64 MiB of zeros: refused as
     trailing bytes after inflating only the declared payload (campaign 2026-11-24 finding R1)."""
     import gzip as gzip_module
@@ -208,7 +208,7 @@ def test_R1_gzip_bomb_is_refused_without_inflating_it(tmp_path):
     assert read_idx(good).tolist() == [1, 2, 3]
 
 
-def test_R1_header_larger_than_gzip_can_hold_is_refused(tmp_path):
+def test_a_header_larger_than_gzip_can_hold_is_refused(tmp_path):
     import gzip as gzip_module
 
     from fedhet.data.idx import DatasetFileError, read_idx
@@ -219,7 +219,7 @@ def test_R1_header_larger_than_gzip_can_hold_is_refused(tmp_path):
         read_idx(path)
 
 
-def test_M6_float_labels_are_named_as_float(tmp_path):
+def test_float_labels_are_named_as_float(tmp_path):
     from fedhet.data.idx import write_idx
 
     write_idx(tmp_path / "images", np.zeros((2, 28, 28), dtype=np.uint8))

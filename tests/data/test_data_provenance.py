@@ -11,7 +11,7 @@ from fedhet.data.provenance import DATA_FILES_NAME
 from fedhet.engine.runner import run_experiment
 
 
-def test_finding_9_data_files_json_records_the_root_files_and_their_sha256(tmp_path, make_idx_bytes):
+def test_data_files_json_records_the_root_files_and_their_sha256(tmp_path, make_idx_bytes):
     root = tmp_path / "my-mnist"
     root.mkdir()
     rng = np.random.default_rng(0)
@@ -31,7 +31,7 @@ def test_finding_9_data_files_json_records_the_root_files_and_their_sha256(tmp_p
     assert {f["path"]: f["sha256"] for f in record["files"]} == expected
 
 
-def test_finding_9_generated_data_records_no_files(tmp_path):
+def test_generated_data_records_no_files(tmp_path):
     from small_run import SMALL
 
     run_experiment(load_config(None, [*SMALL, f"run.out_dir={tmp_path}", "run.name=s", "run.rounds=1"]))

@@ -108,7 +108,7 @@ def test_registered_dataset_and_natural_partition():
         build_options(entry.options_cls, {"num_devices": 0}, section="data")
 
 
-def test_R2_synthetic_num_devices_beyond_memory_is_refused_before_generation():
+def test_synthetic_num_devices_beyond_memory_is_refused_before_generation():
     """Campaign 2026-11-24 finding R2: data.num_devices = 1e7 generated devices until memory ran out."""
     import time
 

@@ -25,22 +25,22 @@ def _reason(cohort, params_before=None, params_after=None, server_metrics=None):
     return divergence_reason(cohort, cohort_metrics(cohort), server_metrics or {}, before, after)
 
 
-def test_finding_7_a_healthy_round_is_not_divergence():
+def test_a_healthy_round_is_not_divergence():
     assert _reason(_cohort([[0.1, -0.2], [0.3, 0.0]], [0.7, 0.6])) is None
 
 
-def test_finding_7_a_non_finite_loss_is_divergence_even_with_a_finite_model():
+def test_a_non_finite_loss_is_divergence_even_with_a_finite_model():
     reason = _reason(_cohort([[0.1, 0.2], [0.1, 0.2]], [0.5, math.inf]))
     assert reason is not None and "training loss non-finite for clients 1" in reason
 
 
-def test_finding_7_an_update_norm_overflowing_float32_is_divergence():
+def test_an_update_norm_overflowing_float32_is_divergence():
     # Entries of 1e30 are finite in float32 but their squared norm (1e60) is not.
     reason = _reason(_cohort([[1e30, 1e30], [1e30, -1e30]], [1.0, 1.0]))
     assert reason is not None and "update norm overflowed float32" in reason
 
 
-def test_finding_7_an_exploding_update_is_divergence_and_a_large_sane_one_is_not():
+def test_an_exploding_update_is_divergence_and_a_large_sane_one_is_not():
     x = torch.tensor([3.0, 4.0])                      # ||x|| = 5
     limit = EXPLOSION_RATIO * 5
     assert _reason(_cohort([[limit * 0.9, 0.0]], [1.0]), params_before=x) is None
@@ -48,13 +48,13 @@ def test_finding_7_an_exploding_update_is_divergence_and_a_large_sane_one_is_not
     assert reason is not None and "exploded" in reason
 
 
-def test_finding_7_a_non_finite_server_norm_is_divergence():
+def test_a_non_finite_server_norm_is_divergence():
     reason = _reason(_cohort([[0.1, 0.2]], [0.5]), server_metrics={"pseudo_grad_norm": math.nan, "e_lud": math.inf})
     assert reason == "server pseudo_grad_norm = nan; mean training loss 0.5"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_finding_7_logistic_regression_at_lr_1e30_stops_in_round_1(small_config, tmp_path, dtype):
+def test_logistic_regression_at_lr_1e30_stops_in_round_1(small_config, tmp_path, dtype):
     config = small_config("run.name=lr1e30", "client.learning_rate=1e30", f"run.dtype={dtype}")
     with pytest.raises(TrainingDivergedError) as info:
         run_experiment(config)

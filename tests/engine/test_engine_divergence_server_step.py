@@ -9,7 +9,7 @@ from fedhet.engine.simulator import TrainingDivergedError
 from small_run import SMALL
 
 
-def test_M4_fedaware_float32_huge_learning_rate_is_divergence(tmp_path):
+def test_fedaware_float32_huge_learning_rate_is_divergence(tmp_path):
     config = load_config(None, [*SMALL, f"run.out_dir={tmp_path}", "run.name=m4", "server.name=fedaware",
                                 "run.dtype=float32", "client.learning_rate=1e20"])
     with pytest.raises(TrainingDivergedError, match=r"round 1 diverged: client update norm (overflowed float32|.* exploded)"):

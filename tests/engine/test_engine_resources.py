@@ -24,7 +24,7 @@ def _components(server, client="sgd"):
     return method, solver
 
 
-def test_finding_12_fedaware_gram_matrix_is_measured_without_allocating_it():
+def test_fedaware_gram_matrix_is_measured_without_allocating_it():
     server, solver = _components("fedaware")
     n, d = 30_000, 31_000
     stores, tensors = measure_server_state(server, num_clients=n, dim=d, dtype=torch.float32)
@@ -33,7 +33,7 @@ def test_finding_12_fedaware_gram_matrix_is_measured_without_allocating_it():
     assert gram == [8 * n * n] == [7_200_000_000]          # N^2 float64: 7.2 GB at N = 30,000
 
 
-def test_finding_12_stores_and_participation_log_sizes():
+def test_stores_and_participation_log_sizes():
     server, solver = _components("scaffold", "scaffold")
     stores, tensors = measure_server_state(server, num_clients=100, dim=50, dtype=torch.float32)
     needs = estimate_needs(num_clients=100, dim=50, rounds=10**7, compute_dtype=torch.float32,
@@ -47,7 +47,7 @@ def test_finding_12_stores_and_participation_log_sizes():
     assert mmap[0].memory == 0 and mmap[0].disk == 3 * 100 * 50 * 4          # table and two snapshots
 
 
-def test_finding_12_rule_refuses_above_available_and_warns_above_half():
+def test_rule_refuses_above_available_and_warns_above_half():
     needs = [Need("a", memory=600, disk=10)]
     assert resource_problems(needs, memory_available=1000, disk_available=10**6) == ([], [
         "memory: needs about 600 B (a 600 B), 1.0 KB of available memory"])
@@ -56,7 +56,7 @@ def test_finding_12_rule_refuses_above_available_and_warns_above_half():
     assert resource_problems(needs, memory_available=None, disk_available=None) == ([], [])
 
 
-def test_finding_12_check_reads_meminfo_and_refuses_or_warns(tmp_path):
+def test_check_reads_meminfo_and_refuses_or_warns(tmp_path):
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       16000 kB\nMemAvailable:    1000 kB\n")
     assert available_memory(meminfo) == 1000 * 1024
@@ -70,7 +70,7 @@ def test_finding_12_check_reads_meminfo_and_refuses_or_warns(tmp_path):
     assert len(logged) == 1
 
 
-def test_finding_12_a_participation_log_larger_than_memory_is_refused_before_the_run(small_config, tmp_path):
+def test_a_participation_log_larger_than_memory_is_refused_before_the_run(small_config, tmp_path):
     # 10^12 rounds x 12 clients: 12 TB of participation log; refused before anything is allocated.
     with pytest.raises(ResourceLimitError, match=r"participation log \[1000000000000 x 12\] 12\.0 TB"):
         run_experiment(small_config("run.name=huge", f"run.rounds={10**12}"))

@@ -27,7 +27,7 @@ def _run_config(tmp_path, **changes):
     return run_config
 
 
-def test_M1_serverapp_failure_is_reported_instead_of_missing_params(tmp_path):
+def test_a_serverapp_failure_is_reported_instead_of_missing_params(tmp_path):
     run_config = _run_config(tmp_path, **{"round-timeout": "abc"})
     (tmp_path / "result").mkdir()
     torch.save(torch.zeros(3), tmp_path / "result" / "params.pt")          # an earlier run's result
@@ -39,7 +39,7 @@ def test_M1_serverapp_failure_is_reported_instead_of_missing_params(tmp_path):
     assert "\n" not in str(caught.value)
 
 
-def test_M1_without_error_file_the_logs_last_error_line_is_quoted(tmp_path):
+def test_without_error_file_the_logs_last_error_line_is_quoted(tmp_path):
     log = tmp_path / "flwr-run.log"
     log.write_text("starting\nTraceback ...\nflwr.common.DeploymentError: 1 SuperNode(s) connected\nbye\n")
     (tmp_path / "result").mkdir()
@@ -47,13 +47,13 @@ def test_M1_without_error_file_the_logs_last_error_line_is_quoted(tmp_path):
         load_deployed_params(tmp_path / "result", log)
 
 
-def test_M1_a_successful_app_leaves_params_and_no_error(tmp_path):
+def test_a_successful_app_leaves_params_and_no_error(tmp_path):
     run_local(server_app, LocalGrid(client_app, two_nodes(), _run_config(tmp_path)))
     assert isinstance(load_deployed_params(tmp_path / "result"), torch.Tensor)
     assert not (tmp_path / "result" / "error.txt").exists()
 
 
-def test_M5_planted_non_tensor_params_is_one_line(tmp_path):
+def test_a_planted_non_tensor_params_is_one_line(tmp_path):
     torch.save({"not": "a tensor"}, tmp_path / "params.pt")
     with pytest.raises(FlowerResultError, match="holds a dict"):
         load_deployed_params(tmp_path)
@@ -68,7 +68,7 @@ def test_M5_planted_non_tensor_params_is_one_line(tmp_path):
     assert "weights_only=False" not in str(caught.value)
 
 
-def test_P1_sigterm_stops_the_federation_block_like_sigint():
+def test_sigterm_stops_the_federation_block_like_sigint():
     stopped = []
 
     class Federation:
@@ -86,7 +86,7 @@ def test_P1_sigterm_stops_the_federation_block_like_sigint():
     assert signal.getsignal(signal.SIGTERM) == previous
 
 
-def test_M1_a_deployment_where_nobody_arrived_warns(tmp_path, capsys):
+def test_a_deployment_where_nobody_arrived_warns(tmp_path, capsys):
     from fedhet.flower.commands import _warn_if_nobody_arrived
 
     torch.save(torch.zeros(3, 6, dtype=torch.bool), tmp_path / "participation.pt")

@@ -124,7 +124,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def test_P1_sigterm_to_loopback_stops_the_whole_federation(tmp_path):
+def test_sigterm_to_loopback_stops_the_whole_federation(tmp_path):
     """Campaign 2026-11-24 finding P1: SIGTERM to `fedhet flower loopback` left the SuperLink, the
     SuperNodes and their apps running. Each printed PID leads its own process group."""
     command = [sys.executable, "-m", "fedhet.cli", "flower", "loopback", str(ROOT / "configs/flower/loopback_fedaware.toml"),

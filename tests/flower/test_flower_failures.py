@@ -143,7 +143,7 @@ class SlowNodeGrid(LocalGrid):
 
 
 @pytest.mark.parametrize("method", ["scaffold", "fedspeed"])
-def test_item3_a_node_slower_than_round_timeout_keeps_its_clients_state(method):
+def test_a_node_slower_than_round_timeout_keeps_its_clients_state(method):
     """issue 23 item 3: the late node's clients had already written their new state; it must not be
     kept, so the model equals the simulation in which they were absent that round."""
     config = small_config(METHODS[method], rounds=4)
@@ -156,7 +156,7 @@ def test_item3_a_node_slower_than_round_timeout_keeps_its_clients_state(method):
     assert torch.equal(params, result.params), float((params - result.params).abs().max())
 
 
-def test_R4_a_server_too_large_for_the_machine_stops_before_any_node_is_asked(monkeypatch, tmp_path):
+def test_a_server_too_large_for_the_machine_stops_before_any_node_is_asked(monkeypatch, tmp_path):
     """Finding R4 (2026-11-24): the ServerApp had no memory estimate (FedAWARE at N = 60000 died in a raw
     torch allocation); it now runs `fedhet run`'s check first, here against a machine with one byte free."""
     import fedhet.engine.resources as resources

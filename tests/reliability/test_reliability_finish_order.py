@@ -11,7 +11,7 @@ from fedhet.engine.runner import resume_run, run_experiment
 from fedhet.lab.sweep.plan import read_summary
 
 
-def test_L2_summary_written_after_participation_files(small_config, tmp_path, monkeypatch):
+def test_summary_is_written_after_the_participation_files(small_config, tmp_path, monkeypatch):
     real = run_plots.write_participation
 
     def full_disk(handle):

@@ -19,7 +19,7 @@ from fedhet.lab.report.runs import load_run
 from fedhet.lab.sweep.plan import read_summary
 
 
-def test_H5_summary_fifo_does_not_hang(tmp_path):
+def test_a_summary_fifo_does_not_hang(tmp_path):
     os.mkfifo(tmp_path / "summary.json")
     started = time.monotonic()
     assert read_summary(tmp_path) is None
@@ -29,7 +29,7 @@ def test_H5_summary_fifo_does_not_hang(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["summary.json", "sweep_run.json"])
-def test_H5_summary_link_to_dev_zero_is_not_read(small_config, tmp_path, name):
+def test_a_summary_link_to_dev_zero_is_not_read(small_config, tmp_path, name):
     run_experiment(small_config("run.name=a", "run.rounds=2"))
     target = tmp_path / "a" / name
     target.unlink(missing_ok=True)
@@ -45,7 +45,7 @@ def test_H5_summary_link_to_dev_zero_is_not_read(small_config, tmp_path, name):
         assert run.sweep == {}
 
 
-def test_H5_a_huge_summary_is_refused_without_reading_it_all(tmp_path):
+def test_a_huge_summary_is_refused_without_reading_it_all(tmp_path):
     with open(tmp_path / "summary.json", "wb") as handle:
         handle.truncate(64 * 1024 * 1024)       # sparse: 64 MiB of zeros, no disk used
     with pytest.raises(NotAPlainFileError, match="larger than"):
@@ -53,7 +53,7 @@ def test_H5_a_huge_summary_is_refused_without_reading_it_all(tmp_path):
     assert read_summary(tmp_path) is None
 
 
-def test_M5_deeply_nested_metrics_line_is_a_bad_line(tmp_path):
+def test_a_deeply_nested_metrics_line_is_a_bad_line(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text(json.dumps({"round": 1, "test_accuracy": 0.5}) + "\n" + "[" * 100000 + "]" * 100000 + "\n")
     scan = scan_metrics(path)
@@ -61,7 +61,7 @@ def test_M5_deeply_nested_metrics_line_is_a_bad_line(tmp_path):
     assert [number for number, _ in scan.bad_lines] == [2]
 
 
-def test_M5_deeply_nested_toml_is_a_config_error(tmp_path):
+def test_a_deeply_nested_toml_file_is_a_config_error(tmp_path):
     path = tmp_path / "config.toml"
     path.write_text("x = " + "[" * 100000 + "]" * 100000 + "\n")
     with pytest.raises(ConfigError, match="nested too deeply"):

@@ -93,7 +93,7 @@ def test_a_full_disk_while_appending_a_record_names_metrics_jsonl(tmp_path, monk
     assert status == 1
 
 
-def test_L3_a_record_damaged_before_the_checkpoint_is_named_as_lost(small_config, tmp_path):
+def test_a_record_damaged_before_the_checkpoint_is_named_as_lost(small_config, tmp_path):
     """Campaign 2026-11-24 finding L3: a line damaged before the last checkpoint cannot be recomputed;
     the resume says which round is missing (and the model is unaffected) instead of losing it silently."""
     run_experiment(small_config("run.name=full"))

@@ -15,7 +15,7 @@ from fedhet.lab.sweep.run_files import file_signatures, read_run_files
 from small_run import StopAfter
 
 
-def test_S1_lock_symlink_is_refused(tmp_path):
+def test_a_lock_symlink_is_refused(tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("data\n")
     run_dir = tmp_path / "run"
@@ -26,7 +26,7 @@ def test_S1_lock_symlink_is_refused(tmp_path):
     assert victim.read_text() == "data\n"           # untouched: neither truncated nor written
 
 
-def test_S1_lock_that_is_not_a_regular_file_is_refused(tmp_path):
+def test_lock_that_is_not_a_regular_file_is_refused(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     os.mkfifo(run_dir / ".fedhet.lock")
@@ -34,7 +34,7 @@ def test_S1_lock_that_is_not_a_regular_file_is_refused(tmp_path):
         DirectoryLock(run_dir).acquire()
 
 
-def test_S1_a_resume_through_a_planted_lock_link_leaves_the_target(small_config, tmp_path):
+def test_a_resume_through_a_planted_lock_link_leaves_the_target(small_config, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run_experiment(small_config("run.name=a"), callbacks=[StopAfter(2)])
     victim = tmp_path / "victim.txt"
@@ -47,7 +47,7 @@ def test_S1_a_resume_through_a_planted_lock_link_leaves_the_target(small_config,
 
 
 @pytest.mark.parametrize("folder", ["stores", "tensorboard", "wandb"])
-def test_S2_symlinked_store_folder_is_refused(small_config, tmp_path, folder):
+def test_a_symlinked_store_folder_is_refused(small_config, tmp_path, folder):
     outside = tmp_path / "ext"
     outside.mkdir()
     (outside / "store-important.bin").write_text("precious")
@@ -59,7 +59,7 @@ def test_S2_symlinked_store_folder_is_refused(small_config, tmp_path, folder):
     assert (outside / "store-important.bin").read_text() == "precious"
 
 
-def test_S2_shipped_run_files_skip_symlinked_files(tmp_path):
+def test_shipped_run_files_skip_symlinked_files(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("secret")
     run_dir = tmp_path / "run"
@@ -70,7 +70,7 @@ def test_S2_shipped_run_files_skip_symlinked_files(tmp_path):
     assert read_run_files(run_dir, ["summary.json", "metrics.jsonl"]) == {"metrics.jsonl": b"{}\n"}
 
 
-def test_S3_resume_hint_quotes_the_path(small_config, tmp_path):
+def test_resume_hint_quotes_the_path(small_config, tmp_path):
     name = "$(touch PWNED)"
     run_experiment(small_config(f"run.name={name}", "run.rounds=1"))
     with pytest.raises(FileExistsError) as caught:
@@ -81,7 +81,7 @@ def test_S3_resume_hint_quotes_the_path(small_config, tmp_path):
     assert shlex.split(hint)[-1] == str(tmp_path / name)       # one word, nothing to expand
 
 
-def test_S2_symlinked_store_file_is_refused_on_resume(small_config, tmp_path):
+def test_a_symlinked_store_file_is_refused_on_resume(small_config, tmp_path):
     sets = ("run.name=s", "run.store_mmap=true", "client.name=scaffold", "server.name=scaffold")
     with pytest.raises(KeyboardInterrupt):
         run_experiment(small_config(*sets), callbacks=[StopAfter(2)])

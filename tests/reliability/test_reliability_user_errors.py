@@ -11,7 +11,7 @@ from fedhet.error_lines import error_line
 
 
 @pytest.mark.parametrize("name", ["cuda:99", "mps"])
-def test_M5_device_this_machine_lacks_is_a_config_error(name):
+def test_a_device_this_machine_lacks_is_a_config_error(name):
     import torch
 
     if name == "mps" and hasattr(torch.backends, "mps") and torch.backends.mps.is_available():
@@ -21,7 +21,7 @@ def test_M5_device_this_machine_lacks_is_a_config_error(name):
     assert error_line(caught.value)[1] == 2
 
 
-def test_M5_cuda_without_a_gpu_is_a_config_error():
+def test_cuda_without_a_gpu_is_a_config_error():
     import torch
 
     if torch.cuda.is_available():
@@ -30,7 +30,7 @@ def test_M5_cuda_without_a_gpu_is_a_config_error():
         resolve_device("cuda")
 
 
-def test_M5_wandb_refusing_to_start_is_a_user_error(tmp_path, monkeypatch):
+def test_wandb_refusing_to_start_is_a_user_error(tmp_path, monkeypatch):
     wandb = pytest.importorskip("wandb")
     from fedhet.tracking.base import TrackingContext
     from fedhet.tracking.wandb import WandbSetupError, WandbTracker
@@ -47,7 +47,7 @@ def test_M5_wandb_refusing_to_start_is_a_user_error(tmp_path, monkeypatch):
     assert error_line(caught.value)[1] == 2
 
 
-def test_M5_shard_partitioner_with_too_many_shards_is_one_line():
+def test_a_shard_partitioner_with_too_many_shards_is_one_line():
     pytest.importorskip("flwr_datasets.partitioner")
     import numpy as np
 
@@ -62,7 +62,7 @@ def test_M5_shard_partitioner_with_too_many_shards_is_one_line():
     assert not isinstance(caught.value, ZeroDivisionError) and error_line(caught.value)[1] == 2
 
 
-def test_M6_override_with_a_newline_cannot_add_tables():
+def test_an_override_with_a_newline_cannot_add_tables():
     with pytest.raises(ConfigError, match="one value per override"):
         parse_override("run.rounds=7\n[data]\nalpha=99")
     assert parse_override("run.rounds=7")[1].parsed == 7

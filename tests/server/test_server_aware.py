@@ -169,7 +169,7 @@ def test_fedaware_with_aware_is_fedaware():
 def _least_squares_simulator(problem, method):
     solver = CLIENT_SOLVERS.get("sgd").factory(full_batch_options(problem, ClientOptions, learning_rate=0.05, steps=3))
     return problem.simulator(solver=solver, server=method, participation=UniformParticipation(UniformOptions(clients_per_round=3)),
-                             seed=7, store_options=StoreOptions(), max_rounds=4)
+                             seed=7, store_options=StoreOptions())
 
 
 @pytest.mark.parametrize("name", GRADIENT_STEP_METHODS)

@@ -4,12 +4,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedhet.server.gram import gram_full, gram_update, normalized_gram, submatrix
+from fedhet.server.gram import gram_update, normalized_gram, submatrix
 
 
 def direct_gram(memory: torch.Tensor) -> torch.Tensor:
     stored = memory.to(torch.float64)
     return stored @ stored.T
+
+
+def gram_of_all_rows(memory, num_clients=None, dtype=torch.float64, **options) -> torch.Tensor:
+    """Every row changed from a zero Gram matrix: gram_update computing the whole matrix."""
+    num_clients = memory.shape[0] if num_clients is None else num_clients
+    zeros = torch.zeros(num_clients, num_clients, dtype=dtype)
+    return gram_update(zeros, memory, torch.arange(num_clients), **options)
 
 
 def assert_close_float64(actual: torch.Tensor, expected: torch.Tensor) -> None:
@@ -24,7 +31,7 @@ def test_incremental_updates_over_rounds_equal_full_recomputation(storage, chunk
     generator = torch.Generator().manual_seed(0)
     num_clients, dim = 13, 37
     memory = torch.randn(num_clients, dim, generator=generator).to(storage)
-    gram = gram_full(memory, **chunks)
+    gram = gram_of_all_rows(memory, **chunks)
     assert_close_float64(gram, direct_gram(memory))
     for _ in range(12):
         size = int(torch.randint(0, num_clients + 1, (1,), generator=generator))
@@ -55,7 +62,7 @@ def test_only_the_changed_rows_and_columns_are_recomputed():
 
 def test_input_gram_is_not_modified_and_duplicates_and_empty_ids_are_fine():
     memory = torch.randn(5, 4, generator=torch.Generator().manual_seed(3))
-    gram = gram_full(memory)
+    gram = gram_of_all_rows(memory)
     before = gram.clone()
     memory[2] += 1.0
     again = gram_update(gram, memory, torch.tensor([2, 2, 2]))
@@ -75,19 +82,19 @@ def test_row_getter_gives_the_same_gram_and_sees_only_requested_rows():
         requested.append(ids.clone())
         return memory[ids]
 
-    gram = gram_full(rows, num_clients=9, chunk_rows=4)
+    gram = gram_of_all_rows(rows, num_clients=9, chunk_rows=4)
     assert_close_float64(gram, direct_gram(memory))
     memory[[0, 5]] = torch.randn(2, 11, generator=generator).to(torch.bfloat16)
     updated = gram_update(gram, rows, torch.tensor([5, 0]), chunk_rows=4)
     assert_close_float64(updated, direct_gram(memory))
     assert max(ids.numel() for ids in requested) <= 4
-    assert_close_float64(gram_full(rows, num_clients=9, chunk_rows=2, chunk_cols=3), direct_gram(memory))
-    assert_close_float64(gram_full(rows, num_clients=9), direct_gram(memory))
+    assert_close_float64(gram_of_all_rows(rows, num_clients=9, chunk_rows=2, chunk_cols=3), direct_gram(memory))
+    assert_close_float64(gram_of_all_rows(rows, num_clients=9), direct_gram(memory))
 
 
 def test_float32_accumulation_and_float32_gram():
     memory = torch.randn(8, 1000, generator=torch.Generator().manual_seed(5))
-    gram = gram_full(memory, dtype=torch.float32, accumulate_dtype=torch.float32)
+    gram = gram_of_all_rows(memory, dtype=torch.float32, accumulate_dtype=torch.float32)
     assert gram.dtype == torch.float32
     assert torch.allclose(gram.double(), direct_gram(memory), rtol=1e-5, atol=1e-3)
 
@@ -147,7 +154,6 @@ def test_submatrix_with_ids_and_with_mask():
     (lambda: gram_update(torch.zeros(3, 3), torch.zeros(3, 2), torch.tensor([0]), chunk_cols=-2), "chunk_cols"),
     (lambda: gram_update(torch.zeros(3, 3), torch.zeros(3, 2), torch.tensor([0]), accumulate_dtype=torch.float16),
      "accumulate_dtype"),
-    (lambda: gram_full(lambda ids: torch.zeros(len(ids), 2)), "num_clients"),
     (lambda: normalized_gram(torch.zeros(2, 2), eps=-1.0), "eps"),
     (lambda: submatrix(torch.zeros(3, 3), torch.tensor([True, False])), "mask"),
     (lambda: submatrix(torch.zeros(3, 3), torch.tensor([5])), r"\[0, 3\)"),
@@ -159,10 +165,10 @@ def test_clear_errors(call, message):
 
 @pytest.mark.parametrize("accumulate", [torch.float32, torch.float64])
 def test_changed_rows_given_by_the_caller_give_the_same_bits_as_gathering_them(accumulate):
-    # FedAWARE passes the momenta it has just written (issue 22): the same values as the store's rows.
+    # FedAWARE passes the momenta it has just written: the same values as the store's rows.
     generator = torch.Generator().manual_seed(3)
     table = torch.randn(30, 500, generator=generator, dtype=accumulate)
-    previous = gram_full(table, accumulate_dtype=accumulate)
+    previous = gram_of_all_rows(table, accumulate_dtype=accumulate)
     changed = torch.tensor([2, 7, 8, 21])
     table[changed] = torch.randn(4, 500, generator=generator, dtype=accumulate)
     gathered = gram_update(previous, table, changed, accumulate_dtype=accumulate, chunk_rows=32, chunk_cols=500)

@@ -10,7 +10,7 @@ from fedhet.core.registry import SERVERS
 from fedhet.core.store import ClientStore, StoreOptions
 from fedhet.server import table_kernels
 from fedhet.server.base import ServerContext
-from fedhet.server.gram import gram_full, gram_update
+from fedhet.server.gram import gram_update
 from fedhet.server.table_kernels import map_single_threaded, weighted_row_sum
 
 STORAGE = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
@@ -114,7 +114,7 @@ def test_threaded_gram_update_is_bitwise_one_thread_and_close_to_a_float64_gram(
     generator = torch.Generator().manual_seed(4)
     table = torch.randn(23, 517, generator=generator).to(STORAGE[storage])
     memory = (lambda ids: table.index_select(0, ids).to(torch.float32)) if getter else table.to(torch.float32)
-    previous = gram_full(table.to(torch.float64))
+    previous = table.to(torch.float64) @ table.to(torch.float64).T
     changed = torch.tensor([1, 4, 5, 17, 22])
     for chunk_rows, chunk_cols in ((5, None), (4, 100), (None, None)):
         one = gram_update(previous, memory, changed, chunk_rows=chunk_rows, chunk_cols=chunk_cols,
@@ -184,9 +184,9 @@ def test_fedaware_on_several_threads_is_bitwise_fedaware_on_one(storage):
 
 @pytest.mark.parametrize("storage", ["float32", "bfloat16"])
 def test_gram_blocks_of_more_other_rows_give_the_same_bits(storage):
-    # FedAWARE's 16-bit stores use blocks of max(K, 2**25 // d) rows (aware_direction._GRAM_BLOCK_VALUES);
-    # before, max(K, 2**22 // d). With all changed rows in one block either way, the block size only
-    # splits the columns of one product.
+    # A 16-bit store is upcast in blocks of max(K, 2**25 // d) rows (gram._UPCAST_BLOCK_VALUES); with
+    # all changed rows in one block, the size of the blocks of other rows only splits the columns of
+    # one product.
     generator = torch.Generator().manual_seed(6)
     table = torch.randn(40, 2000, generator=generator).to(STORAGE[storage])
 

@@ -20,7 +20,7 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_H4_mlflow_uri_at_a_closed_port_is_refused_quickly(tmp_path):
+def test_mlflow_uri_at_a_closed_port_is_refused_quickly(tmp_path):
     uri = f"http://127.0.0.1:{_closed_port()}"
     started = time.monotonic()
     with pytest.raises(MlflowServerUnreachableError) as caught:
@@ -32,6 +32,6 @@ def test_H4_mlflow_uri_at_a_closed_port_is_refused_quickly(tmp_path):
     assert not (tmp_path / "m" / "summary.json").exists()
 
 
-def test_H4_local_stores_are_not_probed():
+def test_local_stores_are_not_probed():
     check_server("file:///nonexistent/mlruns")
     check_server("sqlite:///mlflow.db")

@@ -18,6 +18,8 @@ per-client stores start at zero, so the store keeps ``theta_i - x^0`` (``anchor_
 server method keeps ``x^0`` and broadcasts it (:class:`InitialParams`, the solver's ``server_stage``).
 The uploaded "delta" is ``change_i`` (the effective delta, not ``w_K - x``).
 
+Its rule is in docs/algorithms.md section 5 (local solvers).
+
 Rule table local:
     | FedADMM (Wang, Marella, Anderson 2022) | minimise `f_i(w) + <y_i, w - x> + (rho/2)||w - x||^2` |
         `y_i <- y_i + rho (w_K - x)`; client reports the change of `w_i + y_i/rho` since its last participation;

@@ -16,6 +16,8 @@ weight decay and the schedule are shared by every solver), so this module only r
 ``client.name = "sgd"``; the weighted mean and the SGD step are the shared
 :class:`~fedhet.server.averaging.WeightedAverageAggregator` and :class:`~fedhet.server.base.SGDOptimizer`.
 
+Its rules are in docs/algorithms.md sections 2 and 5 (server methods, local solvers).
+
 Rule table server:
     | FedAvg | `G = sum_S p_i g_i` | `x <- x - eta_g G` |
 

@@ -16,6 +16,8 @@ are equal and stays a per-step quantity under system heterogeneity. Each client 
 ``delta_i / (K_i eta_l)`` itself (it knows its ``K_i`` and this round's ``eta_l``) and uploads it as
 the cohort extra ``update_per_step``.
 
+Its rule is in docs/algorithms.md section 5 (local solvers).
+
 Rule table local:
     | FedCM (Xu 2021) | direction `alpha grad f_i(w) + (1 - alpha) Delta`, where `Delta` is the server's
         previous average update per local step, `-(mean_S delta)/(K eta_l)` (zero in round 0) | as SGD; alpha = 0.1 |

@@ -15,6 +15,8 @@ is FedAvg. A client that took no step (``a_i = 0``) uploaded ``delta_i = 0`` and
 ``algorithm = "fednova"`` is local SGD (``client.name = "sgd"``) with this server method; the method
 runs with any solver.
 
+Its rule is in docs/algorithms.md section 2 (server methods).
+
 Rule table server:
     | FedNova (Wang 2020) | normalised: `G = tau_eff sum_S p_i g_i / a_i`, `tau_eff = sum_S p_i a_i` |
         `x <- x - eta_g G`; for plain local SGD `a_i = K_i`; with local momentum rho `a_i = sum_k (1-rho^k)/(1-rho)`;

@@ -13,6 +13,8 @@ gradient at ``w`` itself, so FedSAM with ``rho = 0`` is exactly local SGD (at tw
 The reported loss is the minibatch loss at ``w``. ``||g||`` is guarded by 1e-12 so a zero gradient
 gives no perturbation instead of NaN (the shared :func:`~fedhet.client.sharpness.ascent_point`).
 
+Its rule is in docs/algorithms.md section 5 (local solvers).
+
 Rule table local:
     | FedSAM | gradient at `w + rho grad/||grad||` | as SGD |
 """

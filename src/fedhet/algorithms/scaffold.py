@@ -19,6 +19,8 @@ state the clients need, so it is the server method's (:class:`ControlVariate`, t
 Both are checkpointed with the run. The ``x`` update is the unweighted mean over the participants,
 the shared ``AverageParticipatingAggregator``, with the shared server SGD step.
 
+Its rule is in docs/algorithms.md section 5 (local solvers).
+
 Rule table local:
     | SCAFFOLD option II (Karimireddy 2020) | gradient `+ c - c_i` | `c_i+ = c_i - c + (x - w_K)/(K eta_l)`;
         upload `delta` and `c_i+ - c_i`; server `c <- c + (1/N) sum_S (c_i+ - c_i)`, `x <- x + eta_g mean_S delta` |

@@ -82,7 +82,7 @@ logger = logging.getLogger(__name__)
 ACTOR_START_TIMEOUT_SECONDS = 120.0
 # An actor that returned nothing for this long while it held calls is stopped (SIGSTOP), hung or
 # unreachable, not slow: a client of the small models fedhet trains takes seconds
-# (run.ray_call_timeout's default; finding H3 of the 2026-11-24 campaign).
+# (run.ray_call_timeout's default).
 CALL_TIMEOUT_SECONDS = 600.0
 # Outstanding calls per actor: the second hides the round trip between two clients.
 CALLS_PER_ACTOR = 2
@@ -91,7 +91,7 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 
 
 # Resident memory of one actor process (a Ray worker with torch imported and the task mapped): 12
-# actors of a small MLP took 3.0 GB on the 2026-11-24 campaign's machine, about 250 MB each.
+# actors of a small MLP measured 3.0 GB together, about 250 MB each.
 ACTOR_PROCESS_BYTES = 250 * 10**6
 
 
@@ -101,7 +101,7 @@ class RayActorsTooManyError(FedhetError, MemoryError):
 
 def check_local_actors_fit(actors: int, available: Optional[int] = None) -> None:
     """Refuse ``run.ray_actors`` local actors whose processes alone exceed the free memory (the local Ray
-    gets ``num_cpus = actors``, so nothing else limits them; finding R4 of the 2026-11-24 campaign)."""
+    gets ``num_cpus = actors``, so nothing else limits them)."""
     from fedhet.core.memory import available_memory
 
     available = available_memory() if available is None else available
@@ -264,8 +264,8 @@ def check_reachable(address: str, what: str = "run.ray_address") -> None:
     """Raise :class:`RayClusterUnreachableError` within about :data:`CONNECT_TIMEOUT_SECONDS` when no
     Ray head answers at ``host:port``: nothing listens there, or what listens does not speak gRPC
     (``ray.init`` would retry for minutes, or forever: Ray rewrites a loopback address to the
-    machine's own before dialling, so a listener on 127.0.0.1 that is not Ray made it retry an
-    address where nothing listens; findings H1 and H2 of the 2026-11-24 campaign). ``what`` names
+    machine's own before dialling, so a listener on 127.0.0.1 that is not Ray makes it retry an
+    address where nothing listens). ``what`` names
     the setting in the message (``run.ray_address``, ``--ray-address``)."""
     if address == "auto" or "://" in address:
         return
@@ -312,7 +312,7 @@ class RaySession:
             warnings.simplefilter("ignore", FutureWarning)   # Ray's accelerator-env-var notice
             if address is None:
                 # address="local": a bare ray.init() may join another cluster on this machine.
-                # Named after this process: a later run removes it if this one is killed (finding L4).
+                # Named after this process: a later run removes it if this one is killed.
                 remove_orphaned_temp_dirs("fedhet-ray-")
                 self.temp_dir = str(owned_temp_dir("fedhet-ray-"))
                 try:
@@ -673,9 +673,9 @@ class RayBackend:
                 except Exception:  # noqa: BLE001
                     pass
             if isinstance(error, (OSError, ray.exceptions.RaySystemError)):
-                # Ray itself went away under the driver (its raylet or the head node killed): "Broken
-                # pipe" or Ray's own dump was all the user saw (findings M2 and M3); the runner adds
-                # that the last checkpoint is intact and how to resume.
+                # Ray itself went away under the driver (its raylet or the head node killed): one line
+                # rather than "Broken pipe" or Ray's own dump; the runner adds that the last checkpoint
+                # is intact and how to resume.
                 raise RayWorkersLostError(f"ray backend: the connection to Ray was lost in round "
                                           f"{work.round_index + 1} ({type(error).__name__}: {_first_line(error)}); "
                                           "its raylet or head node stopped") from None
@@ -692,8 +692,8 @@ class RayBackend:
     def _drop_stalled(self, pool: ActorPool, outstanding: dict, client_ids: list[int], attempts: list[int],
                       pending: collections.deque, lost: list[str], work: RoundWork) -> None:
         """Treat every actor silent for ``run.ray_call_timeout`` with calls outstanding as lost: a
-        stopped (SIGSTOP) or hung process is alive to Ray and would stall the round forever (finding
-        H3). It is killed, its clients are requeued like those of a dead actor (the same numbers on
+        stopped (SIGSTOP) or hung process is alive to Ray and would stall the round forever. It is
+        killed, its clients are requeued like those of a dead actor (the same numbers on
         another actor) and it is replaced."""
         ray = import_ray()
         now = time.monotonic()

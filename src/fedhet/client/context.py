@@ -8,8 +8,8 @@ client at a time (tensors of shape ``[d]``); the vectorised one trains a cohort 
 :meth:`ClientContext.randn` and :meth:`ClientContext.rand` hide the difference: each row is drawn
 from its client's generator, so both backends draw the same numbers for client ``i``.
 
-The generators are made on first use: a solver that draws nothing costs nothing and its numbers are
-bitwise those of a solver written before this context existed.
+The generators are made on first use: a solver that draws nothing creates none, so the context
+costs it nothing and changes none of its numbers.
 """
 from __future__ import annotations
 

@@ -283,7 +283,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     except (tomllib.TOMLDecodeError, RecursionError):
         document = {"v": text}
     if set(document) != {"v"}:
-        # "7\n[data]\nalpha=99" parsed as v = 7 plus a table of its own, silently dropped (finding M6).
+        # "7\n[data]\nalpha=99" parses as v = 7 plus a table of its own, which would be dropped silently.
         raise ConfigError(key, value_text, "one value per override; this text holds more TOML after the "
                                            "value (a line break?): give each key its own --set")
     parsed = document["v"]
@@ -323,7 +323,7 @@ def read_toml_file(path: str | Path, *, key: str) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(key, str(path), f"not valid TOML: {error}") from None
-    except RecursionError:          # tomllib recurses per nesting level (finding M5)
+    except RecursionError:          # tomllib recurses per nesting level: a deep file is the user's error
         raise ConfigError(key, str(path), "not valid TOML here: nested too deeply") from None
     except UnicodeDecodeError as error:
         raise ConfigError(key, str(path), f"not UTF-8 text ({error.reason} at byte {error.start})") from None

@@ -34,7 +34,7 @@ def _atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             pass
         if isinstance(error, OSError) and error.filename is None and error.errno is not None:
             # A write or fsync that fails (ENOSPC) names no file; the one-line error must say which
-            # (finding M6 of the 2026-11-24 campaign: sweeps and tune printed ENOSPC without a path).
+            # (sweeps and tune would otherwise print ENOSPC without a path).
             raise OSError(error.errno, error.strerror or str(error), str(path)) from error
         raise
 
@@ -52,7 +52,7 @@ def read_small_file(path: str | os.PathLike, max_bytes: int = SMALL_FILE_LIMIT) 
     file is opened non-blocking (a FIFO does not hang the reader), must be a regular file (not
     ``/dev/zero`` through a link), and at most ``max_bytes`` are read. Raises
     ``FileNotFoundError`` when absent, :class:`NotAPlainFileError` otherwise
-    (docs/reliability.md, finding H5)."""
+    (docs/reliability.md, "Hangs")."""
     import stat
 
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))

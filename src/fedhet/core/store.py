@@ -99,7 +99,7 @@ class ClientStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if self.path.is_symlink() or (self.path.exists() and not self.path.is_file()):
                 # The table is written in place: a planted link would redirect the writes outside
-                # the run directory (finding S2 of the 2026-11-24 campaign, docs/reliability.md).
+                # the run directory (docs/reliability.md, "Security").
                 raise StoreFileError(f"{self.path} is a symbolic link or not a regular file; fedhet writes this "
                                      "store in place and does not follow links out of a run directory: remove it")
             carrier = _NUMPY_CARRIER[self.storage_dtype]

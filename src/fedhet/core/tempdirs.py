@@ -1,5 +1,5 @@
 """Temporary directories tagged with the process that owns them, so that what a killed process left
-behind is removed by the next one (campaign 2026-11-24 finding L4).
+behind is removed by the next one (docs/reliability.md, "Data loss").
 
 A process killed with SIGKILL (a Ray task cancelled with ``force=True``, a driver killed) never runs its
 ``finally`` blocks, so its temporary directory stays. Each directory here is named

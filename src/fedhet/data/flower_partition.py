@@ -198,7 +198,7 @@ def flower_partition(options: FlowerOptions, labels: np.ndarray, seed: int,
         parts = [np.sort(np.asarray(partitioner.load_partition(i).with_format("numpy")[INDEX_COLUMN], dtype=np.int64))
                  for i in range(count)]
     except (ValueError, KeyError, IndexError, ZeroDivisionError) as error:
-        # ZeroDivisionError: ShardPartitioner with more shards than examples (finding M5).
+        # ZeroDivisionError: ShardPartitioner with more shards than examples, the user's error.
         raise FlowerPartitionError(f"{cls.__name__} could not partition the {len(labels)} training examples: "
                                    f"{error}") from None
     return _checked(parts, cls.__name__, options.num_clients)

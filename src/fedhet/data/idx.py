@@ -88,8 +88,8 @@ _MAX_DEFLATE_RATIO = 1032
 
 def _decompress(path: Path, data: bytes) -> bytes:
     """The IDX bytes of a gzipped file, inflating no more than its header declares plus one byte (so
-    :func:`parse_idx` still reports trailing bytes): ``gzip.decompress`` inflated a 2 MB file of
-    zeros to 2 GiB before the header was read (finding R1 of the 2026-11-24 campaign)."""
+    :func:`parse_idx` still reports trailing bytes): ``gzip.decompress`` would inflate a 2 MB file of
+    zeros to 2 GiB before the header is read."""
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
             head = stream.read(4)
@@ -257,7 +257,7 @@ def read_idx_split(images_path: str | os.PathLike, labels_path: str | os.PathLik
         raise DatasetFileError(f"{labels_path}: expected a 1-D label array, found shape {tuple(labels.shape)}")
     if len(labels) != len(images):
         raise DatasetFileError(f"{labels_path}: {len(labels)} labels for {len(images)} images in {images_path}")
-    if labels.is_floating_point():      # NaN labels would read as -2**63 after the cast (finding M6)
+    if labels.is_floating_point():      # NaN labels would read as -2**63 after the cast
         raise DatasetFileError(f"{labels_path}: labels are {str(labels.dtype).removeprefix('torch.')}; "
                                "expected an integer type (uint8)")
     labels = labels.to(torch.int64)

@@ -112,8 +112,8 @@ def check_synthetic_fits(num_devices: int, max_device_size: Optional[int],
                          available: Optional[int] = None) -> None:
     """Refuse, before generating anything, a device count whose data cannot fit: each device holds at
     least ``min(50, max_device_size)`` examples of ``SYNTHETIC_DIMENSION`` float64 features, generated
-    one device at a time (``data.num_devices = 1e7`` grew by 4.4 MB/s until the machine ran out;
-    finding R2 of the 2026-11-24 campaign)."""
+    one device at a time (``data.num_devices = 1e7`` would grow by 4.4 MB/s until the machine ran
+    out)."""
     from fedhet.core.memory import available_memory
 
     available = available_memory() if available is None else available

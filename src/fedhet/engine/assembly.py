@@ -75,5 +75,4 @@ def simulator_from_config(config: ExperimentConfig, federation: Federation, *,
         participation = participation_from_config(config, participation_options)
     return simulator_type(task, participation=participation, solver=solver, server=server, seed=config.run.seed,
                           client_label_counts=federation.label_counts, backend=backend,
-                          store_options=store_options(config.run, task.device, stores_dir),
-                          max_rounds=config.run.rounds, clock=clock)
+                          store_options=store_options(config.run, task.device, stores_dir), clock=clock)

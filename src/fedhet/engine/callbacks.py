@@ -64,7 +64,7 @@ def scan_metrics(path: Path) -> MetricsScan:
             continue
         try:
             record = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):     # a 100000-deep array is a bad line too (M5)
+        except (json.JSONDecodeError, RecursionError):     # a 100000-deep array is a bad line too
             record = None
         if isinstance(record, dict) and isinstance(record.get("round"), int):
             records.append(record)

@@ -14,7 +14,7 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
-    # A device this machine lacks is the user's to fix, not a bug (finding M5 of the 2026-11-24 campaign).
+    # A device this machine lacks is the user's to fix, not a bug: a configuration error (exit 2).
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError("run.device", name, "no CUDA GPU is available here; use 'auto' or 'cpu'")
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():

@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 def resume_command(run_dir: str | Path) -> str:
     """The command that resumes ``run_dir``, safe to paste into a shell: a run name may hold ``$(...)``
-    or spaces (both valid directory names), so the path is quoted (finding S3)."""
+    or spaces (both valid directory names), so the path is quoted (docs/reliability.md, "Security")."""
     return f"fedhet run --resume {shlex.quote(str(run_dir))}"
 
 

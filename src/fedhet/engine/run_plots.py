@@ -2,7 +2,7 @@
 ``participation.pt``/``.png`` and ``participation_probabilities.png``, each written atomically.
 
 The ``.png`` files are drawn after the last round (:mod:`fedhet.engine.runner`): importing matplotlib
-and drawing took about 1 s, which delayed round 1 (issue 17).
+and drawing take about 1 s, which would delay round 1.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ def write_partition_report(handle: RunHandle) -> None:
 
 def write_partition_plot(handle: RunHandle) -> None:
     """``partition.png``, the heat map of ``partition.csv``. Drawn after the rounds, beside the
-    participation plots: importing matplotlib and drawing took about 1 s, which delayed round 1
-    (issue 17); the counts do not change during a run, so the picture is the same."""
+    participation plots: importing matplotlib and drawing take about 1 s, which would delay round 1;
+    the counts do not change during a run, so the picture is the same."""
     from fedhet.data.partition_report import plot_label_heatmap
 
     counts = handle.federation.label_counts

@@ -38,7 +38,7 @@ def refuse_linked_folders(run_dir: Path, names: Iterable[str]) -> None:
     """Refuse a run directory whose folder ``name`` (``stores/``, ``tensorboard/``, ...) is a
     symbolic link, or exists and is not a directory: fedhet deletes and writes files there, and a
     run directory is untrusted input, so a planted link must not redirect that outside it
-    (docs/reliability.md, finding S2)."""
+    (docs/reliability.md, "Security")."""
     for name in names:
         path = run_dir / name
         if path.is_symlink():
@@ -87,7 +87,7 @@ def clear_run_directory(run_dir: Path, *, sweep_files: bool = False) -> list[Pat
             path.unlink()
             removed.append(path)
     stores = run_dir / STORES_DIR
-    if stores.is_dir() and not stores.is_symlink():     # never clear through a planted link (S2)
+    if stores.is_dir() and not stores.is_symlink():     # never clear through a planted link
         for path in stores.iterdir():
             if (path.is_file() or path.is_symlink()) and STORE_FILE.fullmatch(path.name):
                 path.unlink()

@@ -151,7 +151,7 @@ def _run_locked(config: ExperimentConfig, run_dir: Path, *, resume: bool, overwr
         handle.records = [r for r in scan.records if r["round"] <= handle.next_round]
         lost = _lost_rounds(handle.records, handle.next_round, config.run.eval_every)
         if lost:
-            # A record damaged before the checkpoint cannot be recomputed from it (finding L3).
+            # A record damaged before the checkpoint cannot be recomputed from it: name the lost rounds.
             log(f"warning: {metrics_path} has no record of round(s) {', '.join(map(str, lost[:10]))} before the "
                 f"checkpoint (a damaged line); the checkpoint cannot recompute them, so they stay missing: "
                 f"the model and every later round are unaffected")
@@ -197,7 +197,7 @@ def _run_locked(config: ExperimentConfig, run_dir: Path, *, resume: bool, overwr
                     "device": str(device), "stopped_early": stop})
     # summary.json marks the run finished (sweeps, tune and claims skip it), so it is written after
     # every other file of the run: a full disk or a kill before it leaves a run that resumes and
-    # writes them (finding L2 of the 2026-11-24 campaign). The trackers end after it: they upload it.
+    # writes them. The trackers end after it: they upload it.
     run_plots.write_partition_plot(handle)
     run_plots.write_participation(handle)
     atomic_write_json(run_dir / "summary.json", summary)

@@ -53,7 +53,7 @@ class Simulator:
                  server: ServerMethod, seed: int, client_label_counts: Optional[torch.Tensor] = None,
                  backend: Optional[Backend] = None,
                  store_options: StoreOptions = StoreOptions(), params: Optional[torch.Tensor] = None,
-                 max_rounds: Optional[int] = None, clock: Optional[VirtualClock] = None):
+                 clock: Optional[VirtualClock] = None):
         self.task = task
         self.process = participation
         self.solver = solver
@@ -80,7 +80,7 @@ class Simulator:
         self.client_stores = {name: self.make_store(f"client-{name}") for name in self.solver.client_state_names}
         self.server_state = self.server.init(self.params, self.server_context(0))
         # Which clients trained in which round (for rasters and FedAU diagnostics); grown as rounds
-        # run, so ``max_rounds`` (kept for callers) no longer preallocates anything.
+        # run, so nothing is allocated for rounds not yet run.
         self.participations = ParticipationLog(task.num_clients)
         self.e_lud_sum, self.e_lud_count = 0.0, 0
         # The virtual clock ([system] section, fedhet.engine.clock); None = rounds take no time.
@@ -145,8 +145,8 @@ class Simulator:
                                                                          self.server_context(t))
         except (ValueError, RuntimeError, ArithmeticError) as error:
             # Updates that already diverged can break the server's step first (FedAWARE's Gram matrix
-            # overflowing float32): that is the round diverging, not a bug (finding M4 of the
-            # 2026-11-24 campaign). A step failing on healthy updates is re-raised as it is.
+            # overflowing float32): that is the round diverging, not a bug. A step failing on healthy
+            # updates is re-raised as it is.
             reason = divergence_reason(cohort, cohort_metrics(cohort), {}, self.params, self.params)
             if reason is None:
                 raise

@@ -56,7 +56,7 @@ def sweep_record(run_dir: Path) -> Optional[dict[str, Any]]:
     if not path.is_file():
         return None
     try:
-        # read_small_file: a FIFO or /dev/zero planted as the file is refused, not read (finding H5).
+        # read_small_file: a FIFO or /dev/zero planted as the file is refused, not read.
         record = json.loads(read_small_file(path).decode("utf-8"))
     except (ValueError, TypeError, OSError, RecursionError):
         return {}

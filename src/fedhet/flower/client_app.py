@@ -153,7 +153,7 @@ def settle_pending(context: Context, accepted_rounds: dict[int, int]) -> None:
     accepted the round that produced it (``accepted_rounds[client]``, from the ``train`` message),
     dropped otherwise. A reply that arrived after ``round-timeout`` was counted as absent, so its
     state must not advance either: the clients then hold exactly the state of the simulation in which
-    they were absent that round (docs/flower.md, "Failures"; issue 23)."""
+    they were absent that round (docs/flower.md, "Failures")."""
     for client_id, accepted in accepted_rounds.items():
         pending, round_key = pending_state_key(client_id), pending_round_key(client_id)
         if pending not in context.state:

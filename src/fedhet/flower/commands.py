@@ -85,8 +85,8 @@ def _last_error_line(log: Path) -> str:
 
 def load_deployed_params(result_dir: Path, log: Path | None = None) -> torch.Tensor:
     """The ServerApp's ``params.pt``; when it is missing, the ServerApp's own error (``error.txt``, else
-    the last error line of the ``flwr run`` log) instead of "no such file" (finding M1); a file that
-    is not a tensor is refused in one line (finding M5)."""
+    the last error line of the ``flwr run`` log) instead of "no such file"; a file that is not a
+    tensor is refused in one line."""
     import pickle
 
     from fedhet.flower.server_app import ERROR_FILE
@@ -138,7 +138,7 @@ def compare_command(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM raises KeyboardInterrupt for the block, as SIGINT does, so that leaving the block stops
-    the federation it started (finding P1: SIGTERM left the SuperLink, SuperNodes and apps running)."""
+    the federation it started (otherwise SIGTERM would leave the SuperLink, SuperNodes and apps running)."""
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 

@@ -63,7 +63,7 @@ def run_server(grid: Grid, settings: AppSettings) -> ServerResult:
     federation = build.build_federation(config)
     task = federation.task
     # The memory and disk estimate of `fedhet run` (the [N, d] stores of FedAWARE, SCAFFOLD, ...): a run
-    # too large for the ServerApp's machine stops here in one line, before any node is asked (finding R4).
+    # too large for the ServerApp's machine stops here in one line, before any node is asked.
     check_run_resources(config, task, Path(settings.result_dir or "."), lambda message: logger.warning("%s", message))
     fingerprint = config_fingerprint(config)["sha256"]
     hosts = discover_nodes(grid, min_nodes=settings.min_nodes, connect_timeout=settings.connect_timeout,
@@ -130,7 +130,7 @@ RESULT_FILES = ("params.pt", "participation.pt", "metrics.jsonl", "summary.json"
 def main(grid: Grid, context: Context) -> None:
     """The ServerApp. With a result dir, an earlier run's results are removed first and a failure
     leaves its one line in ``error.txt`` there, so the command that reads the results reports the
-    ServerApp's own error rather than a missing ``params.pt`` (finding M1 of the 2026-11-24 campaign)."""
+    ServerApp's own error rather than a missing ``params.pt``."""
     out = Path(str(context.run_config.get("result-dir", ""))) if context.run_config.get("result-dir") else None
     if out is not None:
         for name in RESULT_FILES:

@@ -54,7 +54,7 @@ class AppSettings:
             value = run_config.get(key, default)
             try:
                 return kind(value)
-            except (TypeError, ValueError):      # a raw ValueError traceback in the ServerApp (finding M1)
+            except (TypeError, ValueError):      # a configuration error, not a traceback in the ServerApp
                 raise ConfigError(key, value, f"a number ({kind.__name__})") from None
 
         return cls(config_text=str(run_config["fedhet-config"]),

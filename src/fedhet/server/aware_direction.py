@@ -65,13 +65,6 @@ from fedhet.server.table_kernels import weighted_row_sum
 
 # Upcast at most this many bytes of momenta at a time when forming d (bounded memory for any N d).
 _BLOCK_BYTES = 64 << 20
-# Values per block of upcast momenta rows in the Gram update of a 16-bit store (128 MiB in float32
-# per thread): at d = 1e6, 33 rows a block, so the K changed rows are re-read N / 33 times instead
-# of N / K. Blocks of other rows only split the columns of one product; the values are the same
-# (tests/server/test_server_table_kernels.py).
-_GRAM_BLOCK_VALUES = 1 << 25
-# Rows of the momentum table per block product when the table needs no upcast (see observe).
-_GRAM_WIDE_ROWS = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,26 +288,17 @@ def _fast_observe(state: DirectionState, ids: torch.Tensor, cohort: Cohort, alph
     momenta = previous.mul_(1.0 - alpha).add_(updates)
     del updates
     store.write(ids, momenta)
-    # All changed rows in one block, so the table is streamed once per round (the block
-    # products are memory-bound); at least gram.py's default block budget otherwise.
+    # Block sizes: gram_update's defaults (all changed rows in one block, so the table is streamed
+    # once per round; fedhet.server.gram, "Memory and traffic").
     accumulate = _accumulate_dtype(store)
-    if store.storage_dtype == accumulate:
-        # No upcast copies are needed: blocks of whole rows are views of the table, so products
-        # are [|S|, d] x [d, 256] matrix multiplies (compute-bound) instead of many thin,
-        # memory-bound ones (benchmarks/README.md, "Server side", has the measured step).
-        rows_per_block, cols_per_block = max(ids.numel(), _GRAM_WIDE_ROWS), max(store.dim, 1)
-    else:
-        rows_per_block = max(ids.numel(), _GRAM_BLOCK_VALUES // max(store.dim, 1), 1)
-        cols_per_block = None
     # The rows just written, when they are exactly what the table holds (no rounding to a 16-bit
     # store), spare the Gram update gathering them again; it wants them in sorted id order.
     changed_rows = None
     if store.storage_dtype == accumulate and momenta.dtype == accumulate and momenta.device == store.table.device:
         order = torch.argsort(ids)
         changed_rows = momenta if bool((order == torch.arange(ids.numel())).all()) else momenta[order]
-    gram = gram_update(state.gram.to("cpu"), _row_source(store), ids, chunk_rows=rows_per_block,
-                       chunk_cols=cols_per_block, accumulate_dtype=accumulate, threads=store.options.threads,
-                       changed_rows=changed_rows)
+    gram = gram_update(state.gram.to("cpu"), _row_source(store), ids, accumulate_dtype=accumulate,
+                       threads=store.options.threads, changed_rows=changed_rows)
     return state._replace(gram=gram)
 
 

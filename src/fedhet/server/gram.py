@@ -2,7 +2,9 @@
 
 FedAWARE solves its min-norm problem on ``Q_ij = <m_i, m_j>`` (docs/algorithms.md section 3). Only
 the momenta of this round's clients change, so only their rows and columns of ``Q`` are
-recomputed: ``memory[S] @ memory.T``, ``O(|S| N d)`` per round instead of ``O(N^2 d)``.
+recomputed: ``memory[S] @ memory.T``, ``O(|S| N d)`` per round instead of ``O(N^2 d)``. The whole
+matrix in dense float64 is the reference kernel's
+(:func:`fedhet.server.aware_direction.reference_gram`).
 
 All functions are pure: they take a Gram matrix and return a new one; the input is never modified.
 
@@ -14,13 +16,21 @@ the solver's duality gap stays meaningful. float32 accumulation is available for
 float64 matmuls are slow. The Gram matrix keeps its own dtype (float64 recommended); results are
 written on the Gram matrix's device.
 
-Memory and traffic. At most ``chunk_rows x chunk_cols`` stored values per operand are upcast at a
-time (two operands per block product), so a large ``d`` (or a memory-mapped store larger than RAM)
-is never upcast whole. The store is read once per block of changed rows. Defaults, for a budget of
-about ``2**22`` values per operand (32 MiB in float64): a tensor store takes all changed rows as one
-block (the store is streamed once per update; contiguous row ranges are views) with
-``chunk_cols = budget // chunk_rows`` columns; a row getter returns whole rows, so it gets
-``chunk_rows = budget // d`` rows and whole-row columns.
+Memory and traffic. Products are taken block by block: ``chunk_rows`` rows of the store at a time,
+``chunk_cols`` columns at a time. All changed rows form one block by default, so the store is
+streamed once per update (the products are memory-bound). :func:`_block_shape` is the one rule for
+the default sizes, which FedAWARE's fast kernel (:mod:`fedhet.server.aware_direction`) uses:
+
+- a tensor store already in ``accumulate_dtype`` needs no upcast copies: blocks of whole rows are
+  views of the table, so each product is ``[|S|, d] x [d, 256]`` (:data:`_VIEW_BLOCK_ROWS` rows,
+  compute-bound) instead of many thin, memory-bound ones (benchmarks/README.md, "Server side");
+- any other store (a row getter, or a tensor in another dtype) is upcast in blocks of
+  ``max(|S|, _UPCAST_BLOCK_VALUES // d)`` whole rows (:data:`_UPCAST_BLOCK_VALUES` values are 128 MiB
+  in float32 per thread): at ``d = 1e6``, 33 rows a block, so the changed rows are re-read ``N / 33``
+  times instead of ``N / |S|``, and a memory-mapped store larger than RAM is never upcast whole.
+
+Blocks of other rows only split the columns of one product (tests/server/test_server_table_kernels.py);
+``chunk_cols`` below ``d`` splits the sums over ``d`` as well.
 """
 from __future__ import annotations
 
@@ -33,8 +43,10 @@ from fedhet.server.table_kernels import map_single_threaded
 # A momentum store: an [N, d] tensor, or a function returning the rows for an int64 index tensor.
 RowSource = Union[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]
 
-# Default block budget: values upcast per operand at a time (see the module docstring).
-_DEFAULT_BLOCK_VALUES = 1 << 22
+# Default block sizes (the module docstring, "Memory and traffic"): rows of a block of views of a
+# store already in the accumulation dtype, and values of a block of rows that must be upcast.
+_VIEW_BLOCK_ROWS = 256
+_UPCAST_BLOCK_VALUES = 1 << 25
 
 
 def gram_update(gram: torch.Tensor, memory: RowSource, changed_ids: torch.Tensor | Sequence[int], *,
@@ -69,7 +81,8 @@ def gram_update(gram: torch.Tensor, memory: RowSource, changed_ids: torch.Tensor
         _row_fetcher(memory, num_clients, None)     # still reject a malformed store
         return gram.clone()
     fetch, dim = _row_fetcher(memory, num_clients, ids)
-    rows_per_block, cols_per_block = _block_shape(dim, ids.numel(), chunk_rows, chunk_cols, memory)
+    rows_per_block, cols_per_block = _block_shape(dim, ids.numel(), chunk_rows, chunk_cols, memory,
+                                                  accumulate_dtype)
     new_gram = gram.clone()
 
     if changed_rows is not None and tuple(changed_rows.shape) != (ids.numel(), dim):
@@ -90,27 +103,6 @@ def gram_update(gram: torch.Tensor, memory: RowSource, changed_ids: torch.Tensor
     new_gram[ids, :] = rows
     new_gram[:, ids] = rows.T
     return new_gram
-
-
-def gram_full(memory: RowSource, *, num_clients: int | None = None, dtype: torch.dtype = torch.float64,
-              device: torch.device | str | None = None, chunk_rows: int | None = None,
-              chunk_cols: int | None = None, accumulate_dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """The full ``[N, N]`` Gram matrix of ``memory`` (``N`` from the tensor, or ``num_clients``
-    for a row getter), in ``dtype`` on ``device`` (default: the store's device, CPU for a getter).
-    Same blocking and accumulation as :func:`gram_update`, which it calls with every id changed."""
-    if isinstance(memory, torch.Tensor):
-        if memory.ndim != 2:
-            raise ValueError(f"gram_full: memory must be an [N, d] tensor, got shape {tuple(memory.shape)}")
-        if num_clients is not None and num_clients != memory.shape[0]:
-            raise ValueError(f"gram_full: num_clients={num_clients} but memory has {memory.shape[0]} rows")
-        num_clients = memory.shape[0]
-        device = memory.device if device is None else device
-    elif num_clients is None:
-        raise ValueError("gram_full: num_clients is required when memory is a row getter")
-    device = "cpu" if device is None else device
-    zeros = torch.zeros(num_clients, num_clients, dtype=dtype, device=device)
-    return gram_update(zeros, memory, torch.arange(num_clients), chunk_rows=chunk_rows,
-                       chunk_cols=chunk_cols, accumulate_dtype=accumulate_dtype)
 
 
 def normalized_gram(gram: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
@@ -212,18 +204,19 @@ def _row_fetcher(memory: RowSource, num_clients: int,
 
 
 def _block_shape(dim: int, num_changed: int, chunk_rows: int | None, chunk_cols: int | None,
-                 memory: RowSource) -> tuple[int, int]:
-    """``(rows, cols)`` per upcast block; defaults in the module docstring."""
+                 memory: RowSource, accumulate_dtype: torch.dtype) -> tuple[int, int]:
+    """``(rows, cols)`` per block product: the given sizes, else the defaults of the module
+    docstring ("Memory and traffic"): all changed rows in one block and whole rows, with at least
+    :data:`_VIEW_BLOCK_ROWS` rows of views, or :data:`_UPCAST_BLOCK_VALUES` values of upcast rows."""
     for name, value in (("chunk_rows", chunk_rows), ("chunk_cols", chunk_cols)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValueError(f"{name} must be a positive int or None, got {value!r}")
-    if isinstance(memory, torch.Tensor):
-        rows = chunk_rows if chunk_rows is not None else max(1, num_changed)
-        cols = chunk_cols if chunk_cols is not None else max(1, _DEFAULT_BLOCK_VALUES // rows)
-    else:
-        rows = chunk_rows if chunk_rows is not None else max(1, _DEFAULT_BLOCK_VALUES // max(dim, 1))
-        cols = chunk_cols if chunk_cols is not None else max(dim, 1)
-    return rows, min(cols, max(dim, 1))
+    if chunk_rows is None:
+        views = isinstance(memory, torch.Tensor) and memory.dtype == accumulate_dtype
+        least = _VIEW_BLOCK_ROWS if views else _UPCAST_BLOCK_VALUES // max(dim, 1)
+        chunk_rows = max(num_changed, least, 1)
+    cols = chunk_cols if chunk_cols is not None else max(dim, 1)
+    return chunk_rows, min(cols, max(dim, 1))
 
 
 def _as_client_ids(ids: torch.Tensor | Sequence[int], num_clients: int, where: str, name: str,

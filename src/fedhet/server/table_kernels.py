@@ -66,8 +66,7 @@ def weighted_row_sum(table: torch.Tensor, coefficients: torch.Tensor, *, compute
     to ``compute_dtype`` piece by piece. ``coefficients``: ``[N]`` (any floating dtype, any device;
     rounded to ``compute_dtype`` as the reference does).
 
-    The numbers are bitwise those of the dense blocked reference (FedAWARE's step before this
-    kernel)::
+    The numbers are bitwise those of the dense blocked reference::
 
         total = 0
         for each block of rows_per_block consecutive rows with a non-zero coefficient:

@@ -47,7 +47,7 @@ _PARAM_LENGTH = 6000
 
 
 # How long to wait for a TCP connection to an MLflow server before saying nothing answers there
-# (MLflow itself retries a refused connection with back-off for minutes: 249 s in finding H4).
+# (MLflow itself retries a refused connection with back-off for minutes: 249 s measured).
 CONNECT_TIMEOUT_SECONDS = 5.0
 
 

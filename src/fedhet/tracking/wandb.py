@@ -72,7 +72,7 @@ class WandbTracker(Tracker):
                                       id=run_id, resume="allow", dir=str(context.run_dir.resolve()),
                                       config=context.config, settings=settings, reinit="create_new")
             except wandb.errors.UsageError as error:
-                # e.g. online mode without an API key: the user's to fix, not a bug (finding M5).
+                # e.g. online mode without an API key: the user's to fix, not a bug.
                 raise WandbSetupError(f"run.wandb_mode = {mode!r}: W&B refused to start: "
                                       f"{str(error).splitlines()[0] if str(error) else type(error).__name__}; "
                                       "log in with `wandb login`, or use run.wandb_mode = 'offline'") from None

@@ -149,7 +149,7 @@ def test_missing_runs_are_inconclusive_and_the_cli_lists_claims(claims_dir, fini
     assert "--only nope: no such claim; claims: momentum-helps" in capsys.readouterr().err
 
 
-def test_W4_claims_report_refuses_runs_of_edited_definitions(claims_dir, finished, tmp_path):
+def test_the_claims_report_refuses_runs_of_edited_definitions(claims_dir, finished, tmp_path):
     """Campaign 2026-11-24 finding W4: the report used runs whose config differs from the definitions."""
     edited = tmp_path / "claims"
     shutil.copytree(claims_dir, edited)
@@ -166,7 +166,7 @@ def test_W4_claims_report_refuses_runs_of_edited_definitions(claims_dir, finishe
 
 
 @pytest.mark.parametrize("damage", ["torn", "deleted_last_line"])
-def test_W5_damaged_finished_run_is_left_out_of_the_report(claims_dir, finished, tmp_path, damage):
+def test_a_damaged_finished_run_is_left_out_of_the_report(claims_dir, finished, tmp_path, damage):
     """Campaign 2026-11-24 finding W5: a finished run's torn or shortened metrics.jsonl moved a verdict."""
     out = tmp_path / "runs"
     shutil.copytree(finished[0], out)

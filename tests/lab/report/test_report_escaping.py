@@ -11,12 +11,12 @@ from fedhet.lab.report.runs import collect_runs
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
-def test_finding_14_escape_makes_markup_literal():
+def test_escape_makes_markup_literal():
     assert _escape("<b>a|b</b> & *c* [l](u)\nnext") == r"&lt;b&gt;a\|b&lt;/b&gt; &amp; \*c\* \[l\](u) next"
 
 
 @pytest.mark.parametrize("where", ["title", "label", "config"])
-def test_finding_14_report_md_holds_no_raw_html(tmp_path, fake_run, where):
+def test_report_md_holds_no_raw_html(tmp_path, fake_run, where):
     from fedhet.config.schema import config_to_toml, load_config
 
     for seed in (1, 2):

@@ -18,7 +18,7 @@ def _base_with_name(tiny_config, name):
 
 @pytest.mark.parametrize("name", ['"../../x"', '"/tmp/abs_sweep_name"', '"a/b"', '".."', '"a\\nb"', '"' + "n" * 150 + '"'])
 @pytest.mark.parametrize("with_out", [False, True])
-def test_finding_6_a_base_name_that_is_not_one_component_is_refused(tiny_config, tmp_path, name, with_out):
+def test_a_base_name_that_is_not_one_component_is_refused(tiny_config, tmp_path, name, with_out):
     base = _base_with_name(tiny_config, name)
     out = tmp_path / "out" if with_out else None
     with pytest.raises(ConfigError) as info:
@@ -26,7 +26,7 @@ def test_finding_6_a_base_name_that_is_not_one_component_is_refused(tiny_config,
     assert info.value.key.endswith("run.name")
 
 
-def test_finding_6_sweep_command_writes_nothing_outside_out(tiny_config, tmp_path, capsys, monkeypatch):
+def test_sweep_command_writes_nothing_outside_out(tiny_config, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "deep" / "er").mkdir(parents=True)
     base = _base_with_name(tiny_config, '"../../escaped"')
@@ -38,7 +38,7 @@ def test_finding_6_sweep_command_writes_nothing_outside_out(tiny_config, tmp_pat
     assert not (tmp_path.parent / "escaped").exists()
 
 
-def test_finding_6_variant_names_are_one_short_component(tmp_path):
+def test_variant_names_are_one_short_component(tmp_path):
     path = tmp_path / "v.toml"
     path.write_text('["../x"]\nserver.name = "fedavg"\n')
     with pytest.raises(ConfigError, match="variant name"):

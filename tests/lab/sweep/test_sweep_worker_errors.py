@@ -14,7 +14,7 @@ def _main_with(monkeypatch, tmp_path, capsys, config):
     return status, capsys.readouterr().err
 
 
-def test_finding_13_worker_logs_a_user_error_as_one_line(monkeypatch, tmp_path, capsys):
+def test_worker_logs_a_user_error_as_one_line(monkeypatch, tmp_path, capsys):
     config = load_config(None, ["data.name=fmnist", "data.root=/nonexistent/fm", f"run.out_dir={tmp_path}"])
     status, err = _main_with(monkeypatch, tmp_path, capsys, config)
     lines = [line for line in err.splitlines() if not line.startswith("backend: ")]
@@ -22,7 +22,7 @@ def test_finding_13_worker_logs_a_user_error_as_one_line(monkeypatch, tmp_path, 
     assert len(lines) == 1 and lines[0].startswith("fedhet: data.root = '/nonexistent/fm' does not hold the dataset")
 
 
-def test_finding_13_worker_keeps_the_traceback_of_a_bug(monkeypatch, tmp_path, capsys):
+def test_worker_keeps_the_traceback_of_a_bug(monkeypatch, tmp_path, capsys):
     def bug(*args, **kwargs):
         raise TypeError("a bug")
 

@@ -36,7 +36,7 @@ def _settings(trials=5):
     return optuna_settings(ROUNDS, trials)
 
 
-def test_W1_tune_refuses_stop_at_target(config, tmp_path, capsys):
+def test_tune_refuses_stop_at_target(config, tmp_path, capsys):
     status = main(["tune", str(config), *GRID, "--out", str(tmp_path / "out"), "--criterion", "train_loss@4",
                    "--set", "run.stop_at_target=true", "--set", "run.target_accuracy=0.5"])
     assert status == 2
@@ -45,7 +45,7 @@ def test_W1_tune_refuses_stop_at_target(config, tmp_path, capsys):
     assert not (tmp_path / "out" / "trials").exists()
 
 
-def test_W2_environment_failure_stops_the_search_and_the_trial_runs_again(config, tmp_path, monkeypatch, capsys):
+def test_environment_failure_stops_the_search_and_the_trial_runs_again(config, tmp_path, monkeypatch, capsys):
     pytest.importorskip("optuna")
     args = ["tune", str(config), "--param", "client.learning_rate=0.01,0.3,3", "--sampler", "optuna",
             "--trials", "3", "--seed", "3", "--criterion", "train_loss@4"]
@@ -73,7 +73,7 @@ def test_W2_environment_failure_stops_the_search_and_the_trial_runs_again(config
     assert parts == whole
 
 
-def test_W3_two_tunes_on_one_out_are_refused(problem, tmp_path):
+def test_two_tunes_on_one_out_are_refused(problem, tmp_path):
     pytest.importorskip("optuna")
     holder = DirectoryLock(tmp_path / "out", what="tune directory").acquire()
     try:
@@ -84,7 +84,7 @@ def test_W3_two_tunes_on_one_out_are_refused(problem, tmp_path):
     assert not (tmp_path / "out" / JOURNAL_FILE).exists()
 
 
-def test_L1_torn_journal_tail_is_repaired_and_the_search_resumes(problem, tmp_path):
+def test_a_torn_journal_tail_is_repaired_and_the_search_resumes(problem, tmp_path):
     pytest.importorskip("optuna")
     whole = run_search(_settings(), LeastSquaresRunner(problem, ROUNDS), tmp_path / "whole")
     shutil.copytree(tmp_path / "whole", tmp_path / "torn")
@@ -104,7 +104,7 @@ def test_L1_torn_journal_tail_is_repaired_and_the_search_resumes(problem, tmp_pa
     assert trial_table(run_search(_settings(), again, tmp_path / "torn")) == trial_table(whole) and again.calls == 0
 
 
-def test_R3_huge_range_is_refused_before_it_is_materialised():
+def test_a_huge_range_is_refused_before_it_is_materialised():
     import time
 
     from fedhet.lab.tuning.errors import TuneError
@@ -119,7 +119,7 @@ def test_R3_huge_range_is_refused_before_it_is_materialised():
     assert time.monotonic() - started < 5
 
 
-def test_W2_parallel_trials_that_failed_for_the_machine_stop_the_search(config, tmp_path, monkeypatch, capsys):
+def test_parallel_trials_that_failed_for_the_machine_stop_the_search(config, tmp_path, monkeypatch, capsys):
     """--jobs > 1: trials are sweep workers; a worker that exits 1 (a full disk, no memory) stops the
     search and no trial of the batch is recorded, so the same command runs them again."""
     pytest.importorskip("optuna")
@@ -146,7 +146,7 @@ def test_W2_parallel_trials_that_failed_for_the_machine_stop_the_search(config, 
     assert [t["state"] for t in parts] != ["failed", "failed"] and "failed" not in [t["state"] for t in parts]
 
 
-def test_W2_worker_exit_status_tells_the_machine_from_a_bug(monkeypatch, tmp_path):
+def test_worker_exit_status_tells_the_machine_from_a_bug(monkeypatch, tmp_path):
     import fedhet.lab.sweep.worker as worker
 
     for error, status in ((OSError(errno.ENOSPC, "No space left on device"), 1), (ZeroDivisionError("bug"), 3)):

@@ -58,7 +58,8 @@ def protocol_of(run: PlannedRun) -> str:
 
 QUICK_GAP = "the quick tier, below every regime by definition"
 # A method whose hyperparameters still await the pre-registered tuning (lr_source "pending: ...") runs at
-# the papers' defaults: its comparisons are the untuned ones the 2026-11-23 audit rejected, so no verdict.
+# the papers' defaults: its comparisons are untuned, so no verdict (docs/claims.md, "No verdict on
+# untuned step sizes either.").
 PENDING_GAP = "hyperparameters pending the pre-registered tuning (scripts/tune_claims.sh)"
 NO_REGIME_GAP = "its protocol declares no regime"
 

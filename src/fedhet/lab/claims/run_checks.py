@@ -1,5 +1,5 @@
 """Which finished runs a claims report may use: those made with the current definitions and whose
-records agree with their summary (campaign 2026-11-24 findings W4 and W5).
+records agree with their summary (docs/reliability.md, "Wrong results").
 
 ``claims run`` refuses a run directory whose ``config.toml`` differs from the planned run's; the report
 must apply the same rule, or it would judge claims on runs made with edited definitions. A finished run

@@ -114,7 +114,7 @@ def _read_base(path: Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError("config", str(path), f"not valid TOML: {error}") from None
-    except RecursionError:          # tomllib recurses per nesting level (finding M5)
+    except RecursionError:          # tomllib recurses per nesting level: a deep file is the user's error
         raise ConfigError("config", str(path), "not valid TOML here: nested too deeply") from None
 
 
@@ -243,7 +243,7 @@ def plan_sweep(config_path: str | Path, *, grids: Sequence[GridAxis] = (), seeds
 
 def read_summary(run_dir: Path) -> Optional[dict[str, Any]]:
     """The run's ``summary.json``, or None when absent or unreadable (also a FIFO, a device or a huge
-    file planted in its place, which must not hang or exhaust the reader: finding H5)."""
+    file planted in its place, which must not hang or exhaust the reader; docs/reliability.md)."""
     try:
         return json.loads(read_small_file(run_dir / "summary.json").decode("utf-8"))
     except (FileNotFoundError, NotAPlainFileError, json.JSONDecodeError, UnicodeDecodeError, RecursionError):

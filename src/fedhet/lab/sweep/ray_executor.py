@@ -145,7 +145,7 @@ def remote_run(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
             run_dir = Path(request["run_dir"])
         else:
             # Tagged with this worker's PID: a task cancelled with force=True dies before its
-            # `finally`, and the next task on the node removes what it left (finding L4).
+            # `finally`, and the next task on the node removes what it left.
             remove_orphaned_temp_dirs(RUN_TEMP_PREFIX)
             temporary = owned_temp_dir(RUN_TEMP_PREFIX)
             run_dir = temporary / Path(request["run_dir"]).name
@@ -231,7 +231,7 @@ def ray_session(ray: Any, address: Optional[str]) -> Iterator[None]:
     if address:
         from fedhet.backends.ray_backend import RayClusterUnreachableError, check_reachable
 
-        try:      # bounded: ray.init retries an address where no head answers for ever (finding H1)
+        try:      # bounded: ray.init retries an address where no head answers for ever
             check_reachable(address, what="--ray-address")
         except RayClusterUnreachableError as error:
             raise SweepError(str(error)) from None

@@ -57,7 +57,7 @@ def file_signatures(run_dir: Path) -> dict[str, Signature]:
         for name in files:
             path = Path(root) / name
             relative = PurePosixPath(path.relative_to(run_dir).as_posix())
-            if _skipped(relative) or path.is_symlink():    # never ship a link's target (finding S2)
+            if _skipped(relative) or path.is_symlink():    # never ship a link's target
                 continue
             try:
                 stat = path.stat()
@@ -75,7 +75,7 @@ def read_run_files(run_dir: Path, names: Optional[Iterable[str]] = None) -> dict
     out = {}
     for name in wanted:
         path = run_dir / name
-        if path.is_symlink():          # a planted link would ship its target's bytes (finding S2)
+        if path.is_symlink():          # a planted link would ship its target's bytes
             continue
         try:
             out[name] = path.read_bytes()

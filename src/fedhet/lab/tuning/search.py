@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -165,6 +164,3 @@ def _search_locked(settings: SearchSettings, runner: TrialRunner, out_dir: Path,
                         "see trials.csv and each trial's sweep.log")
     return SearchResult(trials, best, keys, settings.criterion)
 
-
-def is_finite(value: Optional[float]) -> bool:
-    return value is not None and math.isfinite(value)
