@@ -58,7 +58,7 @@ def read_run(run_dir: Path) -> dict:
 def planned_runs(claims_dir: Path, runs_dir: Path) -> list[tuple[str, Path, int, str]]:
     """``(protocol, run directory, planned rounds, what sets a round's work)`` of every run of the default
     tier; the last is the sweep ETA's (fedhet.lab.sweep.execute.eta_kind)."""
-    from fedhet.lab.claims.commands import _plan  # noqa: PLC0415  (fedhet imported only here)
+    from fedhet.lab.commands.claims import _plan  # noqa: PLC0415  (fedhet imported only here)
     from fedhet.lab.claims.planning import protocol_of  # noqa: PLC0415
     from fedhet.lab.sweep.execute import eta_kind  # noqa: PLC0415
     _suite, _claims, plan = _plan(str(claims_dir), None, "default", str(runs_dir))

@@ -31,7 +31,6 @@ from typing import Sequence
 from fedhet.core.options import ConfigError, describe_options
 from fedhet.engine.summary import CLIENT_SUMMARY_KEYS
 from fedhet.error_lines import error_line
-from fedhet.lab.sweep.executor_flags import add_executor_flags
 from fedhet.logs import NORMAL, QUIET, VERBOSE, configure_cli_logging
 
 EXIT_CONFIG_ERROR = 2
@@ -242,74 +241,6 @@ def _command_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _command_sweep(args: argparse.Namespace) -> int:
-    from fedhet.lab.sweep.commands import sweep_command
-
-    return sweep_command(args.config, grids=args.grid or [], seeds=args.seeds, variants=args.variants,
-                         only=args.only, sets=args.set or [], out=args.out, jobs=args.jobs,
-                         skip_missing=args.skip_missing, overwrite=args.overwrite, dry_run=args.dry_run,
-                         executor=args.executor, ray_address=args.ray_address, ray_cpus_per_run=args.ray_cpus_per_run,
-                         ray_gpus_per_run=args.ray_gpus_per_run, ray_transfer=args.ray_transfer,
-                         ray_max_attempts=args.ray_max_attempts, quiet=args.quiet)
-
-
-def _command_report(args: argparse.Namespace) -> int:
-    from fedhet.lab.report.commands import report_command
-
-    return report_command(args.run_dirs, out=args.out, targets=args.target, group_by=args.group_by,
-                          last_rounds=args.last_rounds, title=args.title, baseline=args.baseline,
-                          latex=args.latex)
-
-
-def _add_experiment_commands(sub) -> None:
-    sweep = sub.add_parser("sweep", help="run settings x seeds (resumable: finished runs are skipped)",
-                           description="Run the cross product of variants, --grid axes and --seeds over CONFIG. "
-                                       "Run names: <base>[__<variant>][__key=value...]__seed=<s>. Finished runs "
-                                       "are skipped, interrupted ones resumed.")
-    sweep.add_argument("config", help="TOML experiment file (the base of every run)")
-    sweep.add_argument("--grid", action="append", metavar="KEY=V1,V2,...",
-                       help="a grid axis, e.g. server.learning_rate=0.1,1 or algorithm=fedavg,scaffold (repeatable)")
-    sweep.add_argument("--seeds", metavar="S1,S2,...", help="run seeds (default: the file's run.seed)")
-    sweep.add_argument("--variants", metavar="FILE",
-                       help="TOML file of named variants ([name] tables of section keys), e.g. the algorithms of a table")
-    sweep.add_argument("--only", metavar="NAME,...", help="run only these variants of --variants")
-    sweep.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a value in every run")
-    sweep.add_argument("--out", metavar="DIR", help="directory of the run directories (default: run.out_dir/run.name)")
-    sweep.add_argument("--jobs", type=int, metavar="N",
-                       help="runs in parallel, as separate processes with one torch thread each "
-                            "(default: one per usable core; 1 runs in this process)")
-    sweep.add_argument("--skip-missing", action="store_true",
-                       help="leave out (and list) settings that name a component or option not available yet")
-    sweep.add_argument("--overwrite", action="store_true",
-                       help="rerun from scratch runs whose directory holds a different configuration")
-    sweep.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
-    add_executor_flags(sweep, default="the base file's sweep.executor, else local")
-    sweep.add_argument("--ray-transfer", choices=("auto", "files", "shared"),
-                       help="ray executor: write run directories in place (shared filesystem), ship their files "
-                            "back from the nodes (files), or check per node (auto, the default)")
-    sweep.add_argument("--ray-max-attempts", type=int, metavar="N",
-                       help="ray executor: attempts of a run whose node or worker died (default 3)")
-    sweep.set_defaults(handler=_command_sweep)
-    report = sub.add_parser("report", help="tables (mean ± std over seeds) and plots from run directories",
-                            description="Group runs by setting and algorithm; write report.md, report.json, a "
-                                        "self-contained report.html with plots and a tidy report.csv into --out.")
-    report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
-                        help="run directories, or directories holding them (a sweep's --out)")
-    report.add_argument("--out", required=True, metavar="DIR", help="output directory of the report")
-    report.add_argument("--target", metavar="ACC[,ACC]", help="accuracies for rounds-to-target columns, e.g. 0.8")
-    report.add_argument("--group-by", metavar="KEY,...",
-                        help="configuration keys that split the tables (default: the varying keys outside "
-                             "algorithm/client/server)")
-    report.add_argument("--last-rounds", type=int, metavar="N",
-                        help="average the last N rounds instead of the last 10%% (FedAU: 200)")
-    report.add_argument("--title", help="title of the report")
-    report.add_argument("--baseline", metavar="NAME",
-                        help="compare every row with this row (a method or variant name), paired by seed: a table "
-                             "and a forest plot per section")
-    report.add_argument("--latex", action="store_true", help="also write report.tex (booktabs, mean ± std, best in bold)")
-    report.set_defaults(handler=_command_report)
-
-
 def _command_traces_convert(args: argparse.Namespace) -> int:
     from fedhet.system.fedscale import convert
 
@@ -412,12 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--list", action="store_true",
                       help="list the preset names (the starters, then papers/... and cpu/...) and exit")
     init.set_defaults(handler=_command_init)
-    _add_experiment_commands(sub)
+    # The lab's verbs (sweep, report, claims, tune, tune-claims), each add_parser / run (fedhet.lab.commands).
+    from fedhet.lab.commands import LAB_COMMANDS
+    for verb in LAB_COMMANDS:
+        verb.add_parser(sub)
     from fedhet.flower.commands import add_flower_command
-    from fedhet.lab.claims.cli import add_claims_command
-    from fedhet.lab.tuning.command import add_tune_command
-    add_claims_command(sub)
-    add_tune_command(sub)
     add_flower_command(sub)
     _add_traces_command(sub)
     for command in sub.choices.values():

@@ -53,7 +53,7 @@ def test_sweep_on_the_cluster_equals_the_local_sweep(cluster, tmp_path):
     base.write_text(small_toml(name="tiny", rounds=4, eval_every=2, checkpoint_every=2))
     # The sweep as the command line runs it, shipping run directories back from the nodes (what a
     # cluster without a shared filesystem needs).
-    from fedhet.lab.sweep.commands import sweep_command
+    from fedhet.lab.commands.sweep import sweep_command
 
     stderr = io.StringIO()
     status = sweep_command(str(base), grids=["server.learning_rate=0.5,1"], out=str(tmp_path / "cluster"),

@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, frozenset[str], bool]] = [
     ("lab: sweeps", frozenset({"fedhet.lab", "fedhet.lab.sweep"}), False),
     ("lab: reports", frozenset({"fedhet.lab.report"}), False),
     ("lab: studies", frozenset({"fedhet.lab.claims", "fedhet.lab.tuning"}), False),
+    ("lab: commands", frozenset({"fedhet.lab.commands"}), False),
     ("entry points", frozenset({"fedhet.cli", "fedhet"}), False),
 ]
 

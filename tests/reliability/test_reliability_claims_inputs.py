@@ -9,8 +9,8 @@ import pytest
 
 from fedhet.engine.rundir_lock import DirectoryLock, RunDirectoryInUseError
 from fedhet.error_lines import error_line
-from fedhet.lab.claims.commands import export_command
 from fedhet.lab.claims.definitions import ClaimsError, load_protocols
+from fedhet.lab.commands.claims import export_command
 from small_run import small_toml
 
 PROTOCOLS = """

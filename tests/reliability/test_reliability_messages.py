@@ -109,7 +109,7 @@ def test_fedhet_check_refuses_a_profile_file_that_fedhet_run_would_refuse(tmp_pa
 
 
 def test_report_group_by_without_a_key_is_refused(tmp_path):
-    from fedhet.lab.report.commands import report_command
+    from fedhet.lab.commands.report import report_command
 
     stderr = io.StringIO()
     assert report_command([str(tmp_path)], out=str(tmp_path / "r"), group_by=",,,", stdout=io.StringIO(),

@@ -12,7 +12,7 @@ import pytest
 from fedhet.core.lock_files import LockFileError
 from fedhet.core.log_files import UnsafeLogFileError, open_log_for_append, read_log_tail
 from fedhet.engine.rundir_lock import DirectoryLock
-from fedhet.lab.sweep.commands import report_hint, sweep_command
+from fedhet.lab.commands.sweep import report_hint, sweep_command
 from fedhet.lab.sweep.execute import run_sweep
 from fedhet.lab.sweep.outcome import tail_of
 from fedhet.lab.sweep.plan import plan_sweep

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fedhet.cli import main
-from fedhet.lab.claims.commands import report_command, run_command
+from fedhet.lab.commands.claims import report_command, run_command
 from small_run import small_toml
 
 # The sweep tests' tiny setting (tests/lab/sweep/conftest.py, SMALL_TOML): FedAvg on Synthetic(1,1), 12 clients, 6 rounds.

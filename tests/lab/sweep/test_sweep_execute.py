@@ -122,9 +122,9 @@ def test_parallel_worker_processes(tiny_config, tmp_path):
 
 
 def test_eta_kind_groups_runs_by_their_rounds_work_then_method_then_protocol(tmp_path):
-    from fedhet.lab.claims.commands import default_claims_dir
     from fedhet.lab.claims.definitions import load_suite
     from fedhet.lab.claims.planning import plan_claims
+    from fedhet.lab.commands.claims import default_claims_dir
     from fedhet.lab.sweep.execute import eta_kind
 
     suite = load_suite(default_claims_dir())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fedhet.core.options import ConfigError
-from fedhet.lab.sweep.commands import sweep_command
+from fedhet.lab.commands.sweep import sweep_command
 from fedhet.lab.sweep.grid import load_variants
 from fedhet.lab.sweep.plan import plan_sweep
 

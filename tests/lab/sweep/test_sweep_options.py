@@ -8,7 +8,8 @@ import pytest
 
 from fedhet.config.schema import load_config
 from fedhet.core.options import ConfigError
-from fedhet.lab.sweep.commands import EXIT_INPUT_ERROR, sweep_command
+from fedhet.lab.commands.shared import EXIT_INPUT_ERROR
+from fedhet.lab.commands.sweep import sweep_command
 from fedhet.lab.sweep.options import SweepOptions, sweep_options
 from fedhet.lab.sweep.plan import plan_sweep
 from small_run import small_toml

@@ -13,6 +13,8 @@
   :mod:`~fedhet.lab.claims.report`: the claims table (terminal, Markdown, JSON), the forest plots
   and small-multiple curves, and the HTML report.
 
+The ``fedhet claims`` command and its sub-actions are :mod:`fedhet.lab.commands.claims`.
+
 The rule, in short: a comparison's difference ``method - baseline`` over seeds gets a 95% interval
 ``[lo, hi]`` oriented so that positive is the paper's side; with ``delta`` its pre-set minimal effect it
 **holds** if ``lo > 0 and hi >= delta``, is **smaller than claimed** if ``lo > 0 and hi < delta``, **not

@@ -98,3 +98,10 @@ def sides_pair(plan: SweepPlan, first: tuple[str, str], second: tuple[str, str])
     one, two = keyed(first), keyed(second)
     common = set(one) & set(two)
     return bool(common) and all(one[seed] == two[seed] for seed in common)
+
+
+def with_backend(plan, backend: str):
+    """``plan`` with ``run.backend = backend`` in every run's configuration."""
+    runs = tuple(dataclasses.replace(run, config=run.config.with_overrides({"run.backend": backend}))
+                 for run in plan.runs)
+    return dataclasses.replace(plan, runs=runs)

@@ -300,3 +300,23 @@ def summary_from_json(record: Mapping[str, Any]) -> str:
         rows.append([claim["id"], f"**{verdict}**", claim.get("quantifier", "all"), tally(primary),
                      tally(reported) if reported else "–"])
     return markdown_table(("claim", "verdict", "quantifier", "primary comparisons", "reported or duplicate"), rows)
+
+
+def rejudge_table(recorded: dict, rejudged: dict) -> str:
+    """Markdown: every claim and comparison with its recorded and its new outcome side by side
+    (``fedhet claims rejudge``)."""
+    rows = []
+    for old, new in zip(recorded["claims"], rejudged["claims"]):
+        rows.append([f"**{new['id']}** ({new['quantifier']})", "", "", f"**{old['verdict']}**", f"**{new['verdict']}**"])
+        for before, after in zip(old["comparisons"], new["comparisons"]):
+            d, scale = after["difference"], metric_scale(after["metric"])
+            interval = ("–" if d["low"] is None else
+                        f"{scale * d['mean']:+.2f} [{scale * d['low']:+.2f}, {scale * d['high']:+.2f}]")
+            adjusted = after.get("adjusted")
+            if adjusted and adjusted["low"] is not None:
+                interval += f"; adj. [{scale * adjusted['low']:+.2f}, {scale * adjusted['high']:+.2f}]"
+            role = ("duplicate" if after.get("duplicate_of") else after["role"])
+            rows.append([f"{after['method']} vs {after['baseline']} ({after['metric']})", role, interval,
+                         before["verdict"], after["verdict"]])
+    return markdown_table(("claim / comparison", "role", "difference [95% CI] (as measured)", "recorded",
+                           "current rule"), rows)

@@ -9,8 +9,7 @@
 - :mod:`fedhet.lab.report.difference`: a paired or Welch difference over seeds with its Student-t interval,
   read by ``--baseline`` (:mod:`fedhet.lab.report.baseline`, drawn by :mod:`fedhet.lab.report.forest`) and by
   the claims' verdicts (:mod:`fedhet.lab.claims.verdict`).
-- :mod:`fedhet.lab.report.commands`: the ``fedhet report`` command.
 
-The runs come from :mod:`fedhet.lab.sweep` (or single ``fedhet run`` calls); the claims' report builds on
-this one (:mod:`fedhet.lab.claims`).
+The ``fedhet report`` command is :mod:`fedhet.lab.commands.report`. The runs come from :mod:`fedhet.lab.sweep`
+(or single ``fedhet run`` calls); the claims' report builds on this one (:mod:`fedhet.lab.claims`).
 """

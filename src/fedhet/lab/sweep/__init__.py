@@ -3,13 +3,13 @@
 - :mod:`fedhet.lab.sweep.grid`: ``--grid key=v1,v2``, ``--seeds``, variants files, run names.
 - :mod:`fedhet.lab.sweep.plan`: a sweep's runs as resolved configurations, and each run's state on disk
   (new, to resume, finished).
-- :mod:`fedhet.lab.sweep.options`: how a sweep executes (the ``[sweep]`` table and its command-line flags;
-  :mod:`fedhet.lab.sweep.executor_flags` adds the executor flags that ``fedhet claims run`` shares).
+- :mod:`fedhet.lab.sweep.options`: how a sweep executes (the ``[sweep]`` table and its command-line flags,
+  which :mod:`fedhet.lab.commands.executor_flags` adds to ``fedhet sweep`` and ``fedhet claims run``).
 - :mod:`fedhet.lab.sweep.execute`: runs the plan, in this process or on local worker processes
   (:mod:`fedhet.lab.sweep.worker`, :mod:`fedhet.lab.sweep.worker_pool`, :mod:`fedhet.lab.sweep.lifetime`) or on
   a Ray cluster (:mod:`fedhet.lab.sweep.ray_executor`, :mod:`fedhet.lab.sweep.run_files`), with a progress view
   (:mod:`fedhet.lab.sweep.progress`); :mod:`fedhet.lab.sweep.outcome` is what became of each run.
-- :mod:`fedhet.lab.sweep.commands`: the ``fedhet sweep`` command and the plan runner ``fedhet claims`` shares.
 
-Reading the runs back is :mod:`fedhet.lab.report`; the papers' claims run as sweeps in :mod:`fedhet.lab.claims`.
+The ``fedhet sweep`` command is :mod:`fedhet.lab.commands.sweep`. Reading the runs back is
+:mod:`fedhet.lab.report`; the papers' claims run as sweeps in :mod:`fedhet.lab.claims`.
 """

@@ -47,9 +47,9 @@ def tune_command(config: str, params: Sequence[str], *, sampler: str = "grid", t
     return 0
 
 
-def add_tune_command(sub) -> None:
-    """The ``tune`` subcommand of the ``fedhet`` parser."""
-    tune = sub.add_parser(
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``tune`` with its flags to the ``fedhet`` sub-command parsers."""
+    tune = subparsers.add_parser(
         "tune", help="search hyperparameters of one method, chosen without the test set (resumable)",
         description="Search named config keys of CONFIG by a criterion that never reads the test set "
                     "(docs/tuning.md). Each trial is a run under OUT/trials; running the same command "
@@ -73,13 +73,12 @@ def add_tune_command(sub) -> None:
     tune.add_argument("--out", metavar="DIR", help="directory of the search (default: runs/tune-<config name>)")
     tune.add_argument("--seed", type=int, default=0, help="seed of the Optuna sampler (default 0)")
     tune.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a value in every trial")
-    tune.set_defaults(handler=_handler)
-    from fedhet.lab.tuning.claims_command import add_tune_claims_command
-
-    add_tune_claims_command(sub)
+    tune.set_defaults(handler=run)
 
 
-def _handler(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``fedhet tune``: :func:`tune_command` on the parsed flags; the command line is recorded with the
+    search (when it is this process's own)."""
     command = "fedhet " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["tune"] else ""
     try:
         return _run(args, command)

@@ -1,4 +1,5 @@
-"""``fedhet claims list | run | report | export | rejudge``: from parsed command-line values to exit codes.
+"""``fedhet claims list | run | report | export | rejudge | pilot``: the arguments, and each sub-action from
+parsed command-line values to an exit code.
 
 Tiers (docs/claims.md, "Tiers and the regime gate"): ``quick`` (minutes, below every regime: trends, no
 verdict), ``default`` (the protocols' regime: verdicts) and ``full`` (the papers' lengths); each has its
@@ -9,14 +10,15 @@ Exit codes (as ``fedhet sweep``): 0 success; 1 some run failed (the report still
 """
 from __future__ import annotations
 
-import dataclasses
+import argparse
 import time
 from pathlib import Path
 from typing import Optional, TextIO
 
 from fedhet.core.options import ConfigError
 from fedhet.errors import FedhetError
-from fedhet.lab.sweep.commands import EXIT_FAILED_RUNS, EXIT_INPUT_ERROR, EXIT_OK, console_streams, run_plan
+from fedhet.lab.commands.executor_flags import add_executor_flags
+from fedhet.lab.commands.shared import EXIT_FAILED_RUNS, EXIT_INPUT_ERROR, EXIT_OK, console_streams, run_plan, say
 
 DEFAULT_CLAIMS_DIR = "configs/claims"
 
@@ -43,8 +45,111 @@ def default_out(tier: str) -> str:
     return "runs/claims" if tier == "default" else f"runs/claims_{tier}"
 
 
-def _print(message: str, stream: TextIO) -> None:
-    print(message, file=stream, flush=True)
+TIER_CHOICES = ("quick", "default", "full")
+# The backends a sweep job can use (processes would fork inside every job; ray is the executor's business).
+RUN_BACKENDS = ("auto", "sequential", "vectorized")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--claims", metavar="DIR",
+                        help=f"directory of protocols.toml and the claim files (default: {DEFAULT_CLAIMS_DIR} "
+                             "here when it exists, else the claims shipped with fedhet)")
+    tiers = parser.add_mutually_exclusive_group()
+    tiers.add_argument("--tier", choices=TIER_CHOICES, default="default",
+                       help="quick: minutes, below the protocols' regime (trends, no verdict; runs/claims_quick); "
+                            "default: the regime, verdicts (runs/claims); full: the papers' lengths "
+                            "(runs/claims_full). docs/claims.md, \"Tiers and the regime gate\"")
+    tiers.add_argument("--full", dest="tier", action="store_const", const="full", help="the same as --tier full")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``claims`` and its sub-actions (list, run, report, export, rejudge, pilot) to the ``fedhet``
+    sub-command parsers."""
+    claims = subparsers.add_parser("claims", help="the papers' claims: run them and get a verdict per claim",
+                                   description="Each claim compares methods of the papers' protocols over seeds; a "
+                                               "claim gets a verdict only at or above its protocols' regime. The "
+                                               "verdict rule is in docs/claims.md.")
+    # One handler for every sub-action: run dispatches on args.claims_command.
+    claims.set_defaults(handler=run)
+    commands = claims.add_subparsers(dest="claims_command", required=True)
+    listing = commands.add_parser("list", help="the claims, their protocols and run counts")
+    _common(listing)
+    run_parser = commands.add_parser("run", help="run what the claims need (resumable), then report the verdicts")
+    _common(run_parser)
+    run_parser.add_argument("--only", metavar="ID,...", help="only these claims (ids from `fedhet claims list`)")
+    run_parser.add_argument("--out", metavar="DIR", help="directory of the runs (default: runs/claims, "
+                                                          "runs/claims_quick or runs/claims_full)")
+    run_parser.add_argument("--jobs", type=int, metavar="N", help="runs in parallel (default: one per usable core)")
+    run_parser.add_argument("--overwrite", action="store_true",
+                            help="rerun from scratch runs whose directory holds a different configuration")
+    run_parser.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
+    run_parser.add_argument("--no-report", action="store_true",
+                            help="run only; `fedhet claims report` writes the report")
+    run_parser.add_argument("--backend", choices=RUN_BACKENDS, metavar="NAME",
+                            help="run.backend of every run: the protocols' base files pin 'sequential' (one core "
+                                 "per job); on a CUDA GPU 'auto' trains each cohort vectorised (docs/claims.md, "
+                                 "\"Cost\")")
+    add_executor_flags(run_parser, default="local; docs/experiments.md, \"Sweeps on a Ray cluster\"")
+    report = commands.add_parser("report", help="verdicts, claims table and HTML report from the runs so far")
+    _common(report)
+    report.add_argument("--only", metavar="ID,...", help="only these claims")
+    report.add_argument("--out", metavar="DIR",
+                        help="directory of the runs (default: runs/claims, runs/claims_quick or runs/claims_full)")
+    report.add_argument("--report-dir", metavar="DIR", help="where to write the report (default: OUT/report)")
+    export = commands.add_parser("export", help="write every planned run's resolved config.toml; run nothing",
+                                 description="One directory per run, OUT/<protocol>/<run name>/config.toml, named "
+                                             "as `claims run` names them; each runs on its own with `fedhet run`.")
+    _common(export)
+    export.add_argument("--only", metavar="ID,...", help="only these claims")
+    export.add_argument("--out", metavar="DIR", required=True, help="where to write the run directories")
+    rejudge = commands.add_parser("rejudge", help="judge a claims.json record again under the current rule; run nothing",
+                                  description="Recompute every comparison's interval, outcome and each claim's "
+                                              "verdict from the per-seed values a claims.json keeps, and print them "
+                                              "beside the recorded ones (docs/claims.md, \"History\").")
+    rejudge.add_argument("record", metavar="CLAIMS_JSON", help="a claims.json written by `fedhet claims report`")
+    rejudge.add_argument("--out", metavar="FILE", help="write the record judged again here (JSON)")
+    pilot = commands.add_parser("pilot", help="the FedSpeed claim's late target and rounds deltas from pilot runs",
+                                description="Reads each pilot run's validation accuracy (never the test set) and "
+                                            "prints the target (0.99 x the best last-10%% validation accuracy, "
+                                            "rounded down to 0.1 point) and each method's delta (10%% of its "
+                                            "rounds to the target); configs/claims/4_fedspeed_dir06.toml.")
+    pilot.add_argument("runs", nargs="+", metavar="METHOD=RUN_DIR", help="one finished pilot run per method")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``fedhet claims ACTION``: the sub-action's command on the parsed flags."""
+    return _ACTIONS[args.claims_command](args)
+
+
+def _list(args: argparse.Namespace) -> int:
+    return list_command(claims_dir=args.claims, tier=args.tier)
+
+
+def _run(args: argparse.Namespace) -> int:
+    return run_command(claims_dir=args.claims, only=args.only, tier=args.tier, out=args.out, jobs=args.jobs,
+                       overwrite=args.overwrite, dry_run=args.dry_run, report=not args.no_report,
+                       executor=args.executor, ray_address=args.ray_address, ray_cpus_per_run=args.ray_cpus_per_run,
+                       ray_gpus_per_run=args.ray_gpus_per_run, backend=args.backend)
+
+
+def _report(args: argparse.Namespace) -> int:
+    return report_command(claims_dir=args.claims, only=args.only, tier=args.tier, out=args.out,
+                          report_dir=args.report_dir)
+
+
+def _export(args: argparse.Namespace) -> int:
+    return export_command(claims_dir=args.claims, only=args.only, tier=args.tier, out=args.out)
+
+
+def _rejudge(args: argparse.Namespace) -> int:
+    return rejudge_command(record=args.record, out=args.out)
+
+
+def _pilot(args: argparse.Namespace) -> int:
+    return pilot_command(runs=args.runs)
+
+
+_ACTIONS = {"list": _list, "run": _run, "report": _report, "export": _export, "rejudge": _rejudge, "pilot": _pilot}
 
 
 def _selection(only: Optional[str]) -> Optional[list[str]]:
@@ -63,23 +168,23 @@ def list_command(*, claims_dir: Optional[str] = None, tier: str = "default", std
         plan = plan_claims(suite, suite.claims, default_out(check_tier(tier)), tier=tier)
         gaps = regime_gaps(suite, plan, tier=tier)
     except (FedhetError, ConfigError) as error:
-        _print(f"fedhet claims: {error}", stderr)
+        say(f"fedhet claims: {error}", stderr)
         return EXIT_INPUT_ERROR
     for claim in suite.claims:
         primary = sum(c.primary for c in claim.comparisons)
-        _print(f"{claim.id}  [{claim.paper}, {claim.source}]", stdout)
-        _print(f"    {claim.statement}", stdout)
-        _print(f"    comparisons: {primary} primary ({claim.quantifier}), {len(claim.comparisons) - primary} reported; "
-               f"protocols: {', '.join(claim.protocols)}", stdout)
+        say(f"{claim.id}  [{claim.paper}, {claim.source}]", stdout)
+        say(f"    {claim.statement}", stdout)
+        say(f"    comparisons: {primary} primary ({claim.quantifier}), {len(claim.comparisons) - primary} reported; "
+            f"protocols: {', '.join(claim.protocols)}", stdout)
         reasons = list(dict.fromkeys(item.rsplit(" (", 1)[0] for item in claim_gaps(claim, gaps)))
         if reasons:
-            _print(f"    below regime in this tier (no verdict): {'; '.join(reasons)}", stdout)
-    _print(f"\n{len(suite.claims)} claims, {len(plan.runs)} runs ({TIER_TEXT[tier]}) over "
-           f"{len(suite.needed_methods(suite.claims))} protocols", stdout)
+            say(f"    below regime in this tier (no verdict): {'; '.join(reasons)}", stdout)
+    say(f"\n{len(suite.claims)} claims, {len(plan.runs)} runs ({TIER_TEXT[tier]}) over "
+        f"{len(suite.needed_methods(suite.claims))} protocols", stdout)
     for name, methods in suite.needed_methods(suite.claims).items():
         protocol = suite.protocols[name]
-        _print(f"  {name}: {len(methods)} methods x {len(protocol.run_seeds(tier=tier))} seeds; {protocol.title}",
-               stdout)
+        say(f"  {name}: {len(methods)} methods x {len(protocol.run_seeds(tier=tier))} seeds; {protocol.title}",
+            stdout)
     return EXIT_OK
 
 
@@ -105,7 +210,7 @@ def export_command(*, out: str, claims_dir: Optional[str] = None, only: Optional
     try:
         _suite, claims, plan = _plan(claims_dir, only, tier, out)
     except (FedhetError, ConfigError) as error:
-        _print(f"fedhet claims: {error}", stderr)
+        say(f"fedhet claims: {error}", stderr)
         return EXIT_INPUT_ERROR
     from fedhet.engine.rundir_lock import DirectoryLock
 
@@ -118,15 +223,15 @@ def export_command(*, out: str, claims_dir: Optional[str] = None, only: Optional
                  for run in plan.runs]
         differing = [path for path, text in texts if _existing_text(path) not in (None, text)]
         if differing:
-            _print(f"fedhet claims: {differing[0]} already holds a different configuration"
-                   f"{f' (and {len(differing) - 1} more runs)' if len(differing) > 1 else ''}; export into "
-                   "another --out directory (existing runs' config.toml are never overwritten)", stderr)
+            say(f"fedhet claims: {differing[0]} already holds a different configuration"
+                f"{f' (and {len(differing) - 1} more runs)' if len(differing) > 1 else ''}; export into "
+                "another --out directory (existing runs' config.toml are never overwritten)", stderr)
             return EXIT_INPUT_ERROR
         for path, text in texts:
             if _existing_text(path) != text:
                 atomic_write_text(path, text)
-    _print(f"fedhet claims: {len(plan.runs)} run configurations of {len(claims)} claims ({TIER_TEXT[tier]}) "
-           f"written under {out}/<protocol>/<run>/config.toml; nothing was run", stdout)
+    say(f"fedhet claims: {len(plan.runs)} run configurations of {len(claims)} claims ({TIER_TEXT[tier]}) "
+        f"written under {out}/<protocol>/<run>/config.toml; nothing was run", stdout)
     return EXIT_OK
 
 
@@ -153,6 +258,7 @@ def run_command(*, claims_dir: Optional[str] = None, only: Optional[str] = None,
     ``fedhet sweep``'s flags (:mod:`fedhet.lab.sweep.options`); they never change a run's result. ``backend``
     replaces every run's ``run.backend`` (the base files' ``sequential``); ``vectorized`` gives the same
     numbers to rounding, so a finished run made with another backend counts as a different configuration."""
+    from fedhet.lab.claims.planning import with_backend
     from fedhet.lab.sweep.options import sweep_options
 
     stdout, stderr = console_streams(stdout, stderr)
@@ -165,22 +271,22 @@ def run_command(*, claims_dir: Optional[str] = None, only: Optional[str] = None,
         options = sweep_options(None, {"executor": executor, "ray_address": ray_address,
                                        "ray_cpus_per_run": ray_cpus_per_run, "ray_gpus_per_run": ray_gpus_per_run})
     except (FedhetError, ConfigError) as error:
-        _print(f"fedhet claims: {error}", stderr)
+        say(f"fedhet claims: {error}", stderr)
         return EXIT_INPUT_ERROR
-    _print(f"fedhet claims: {len(claims)} claims, {len(plan.runs)} runs in {out_dir} ({TIER_TEXT[tier]})", stderr)
+    say(f"fedhet claims: {len(claims)} claims, {len(plan.runs)} runs in {out_dir} ({TIER_TEXT[tier]})", stderr)
     if backend is None and gpu_present():
-        _print("fedhet claims: a CUDA GPU is present and the protocols pin run.backend = sequential (one client at "
-               "a time); --backend auto trains each cohort vectorised, 1.5-2.6x faster a run on an H200 "
-               "(docs/claims.md, \"Cost\")", stderr)
+        say("fedhet claims: a CUDA GPU is present and the protocols pin run.backend = sequential (one client at "
+            "a time); --backend auto trains each cohort vectorised, 1.5-2.6x faster a run on an H200 "
+            "(docs/claims.md, \"Cost\")", stderr)
     result = run_plan(plan, command="fedhet claims", dry_run=dry_run, jobs=jobs, overwrite=overwrite,
                       stdout=stdout, stderr=stderr, options=options, label=lambda run: run.run_dir)
     if isinstance(result, int):
         return result
     failed = result.failed
-    _print(f"fedhet claims: {len(result.ran)} ran, {len(plan.runs) - len(result.ran) - len(failed)} already "
-           f"finished, {len(failed)} failed, {time.monotonic() - started:.0f} s", stderr)
+    say(f"fedhet claims: {len(result.ran)} ran, {len(plan.runs) - len(result.ran) - len(failed)} already "
+        f"finished, {len(failed)} failed, {time.monotonic() - started:.0f} s", stderr)
     for outcome in failed:
-        _print(f"failed: {outcome.run.name}: {outcome.error}", stderr)
+        say(f"failed: {outcome.run.name}: {outcome.error}", stderr)
     status = EXIT_FAILED_RUNS if failed else EXIT_OK
     if report:
         report_status = report_command(claims_dir=claims_dir, only=only, tier=tier, out=out_dir, stdout=stdout,
@@ -194,13 +300,6 @@ def gpu_present() -> bool:
     from fedhet.engine.device import resolve_device
 
     return resolve_device("auto").type == "cuda"
-
-
-def with_backend(plan, backend: str):
-    """``plan`` with ``run.backend = backend`` in every run's configuration."""
-    runs = tuple(dataclasses.replace(run, config=run.config.with_overrides({"run.backend": backend}))
-                 for run in plan.runs)
-    return dataclasses.replace(plan, runs=runs)
 
 
 def report_command(*, claims_dir: Optional[str] = None, only: Optional[str] = None, tier: str = "default",
@@ -224,14 +323,14 @@ def report_command(*, claims_dir: Optional[str] = None, only: Optional[str] = No
         files = write_claims_report(suite, results, out_dir, Path(report_dir) if report_dir else out_dir / "report",
                                     tier=tier, warnings=warnings)
     except (FedhetError, ConfigError, RunDirectoryError) as error:
-        _print(f"fedhet claims: {error}", stderr)
+        say(f"fedhet claims: {error}", stderr)
         return EXIT_INPUT_ERROR
     for warning in warnings:
-        _print(f"fedhet claims: warning: {warning}", stderr)
-    _print(console_table(results, tier=tier), stdout)
-    _print(f"Markdown: {files.markdown}", stdout)
-    _print(f"JSON:     {files.json}", stdout)
-    _print(f"HTML:     {files.html.resolve()}", stdout)
+        say(f"fedhet claims: warning: {warning}", stderr)
+    say(console_table(results, tier=tier), stdout)
+    say(f"Markdown: {files.markdown}", stdout)
+    say(f"JSON:     {files.json}", stdout)
+    say(f"HTML:     {files.html.resolve()}", stdout)
     return EXIT_OK
 
 
@@ -243,7 +342,7 @@ def rejudge_command(*, record: str, out: Optional[str] = None, stdout: Optional[
 
     from fedhet.core.io import atomic_write_json
     from fedhet.lab.claims.rejudge import rejudge
-    from fedhet.lab.claims.render import results_json
+    from fedhet.lab.claims.render import rejudge_table, results_json
 
     stdout, stderr = console_streams(stdout, stderr)
     try:
@@ -256,33 +355,12 @@ def rejudge_command(*, record: str, out: Optional[str] = None, stdout: Optional[
         if out:
             atomic_write_json(out, rejudged)
     except FedhetError as error:
-        _print(f"fedhet claims: {error}", stderr)
+        say(f"fedhet claims: {error}", stderr)
         return EXIT_INPUT_ERROR
-    _print(rejudge_table(recorded, rejudged), stdout)
+    say(rejudge_table(recorded, rejudged), stdout)
     if out:
-        _print(f"JSON: {out}", stdout)
+        say(f"JSON: {out}", stdout)
     return EXIT_OK
-
-
-def rejudge_table(recorded: dict, rejudged: dict) -> str:
-    """Markdown: every claim and comparison with its recorded and its new outcome side by side."""
-    from fedhet.lab.claims.render import markdown_table, metric_scale
-
-    rows = []
-    for old, new in zip(recorded["claims"], rejudged["claims"]):
-        rows.append([f"**{new['id']}** ({new['quantifier']})", "", "", f"**{old['verdict']}**", f"**{new['verdict']}**"])
-        for before, after in zip(old["comparisons"], new["comparisons"]):
-            d, scale = after["difference"], metric_scale(after["metric"])
-            interval = ("–" if d["low"] is None else
-                        f"{scale * d['mean']:+.2f} [{scale * d['low']:+.2f}, {scale * d['high']:+.2f}]")
-            adjusted = after.get("adjusted")
-            if adjusted and adjusted["low"] is not None:
-                interval += f"; adj. [{scale * adjusted['low']:+.2f}, {scale * adjusted['high']:+.2f}]"
-            role = ("duplicate" if after.get("duplicate_of") else after["role"])
-            rows.append([f"{after['method']} vs {after['baseline']} ({after['metric']})", role, interval,
-                         before["verdict"], after["verdict"]])
-    return markdown_table(("claim / comparison", "role", "difference [95% CI] (as measured)", "recorded",
-                           "current rule"), rows)
 
 
 def pilot_command(*, runs: list[str], stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
@@ -308,12 +386,12 @@ def pilot_command(*, runs: list[str], stdout: Optional[TextIO] = None, stderr: O
             raise FedhetError(f"the pilot runs have different horizons {sorted(horizons)}; they must share T")
         result = pilot(records, horizons.pop())
     except (FedhetError, ConfigError, ValueError) as error:
-        _print(f"fedhet claims: {error}", stderr)
+        say(f"fedhet claims: {error}", stderr)
         return EXIT_INPUT_ERROR
-    _print(f"target = {result.target:g}    # 0.99 x {result.best_method}'s last-10% validation accuracy "
-           f"{result.last10[result.best_method]:.4f}, rounded down to 0.1 point", stdout)
+    say(f"target = {result.target:g}    # 0.99 x {result.best_method}'s last-10% validation accuracy "
+        f"{result.last10[result.best_method]:.4f}, rounded down to 0.1 point", stdout)
     for method, delta in result.deltas.items():
         reached = result.rounds[method]
-        _print(f"{method}: delta = {delta}    # reached the target at round "
-               f"{reached if reached is not None else 'never (T + 1)'}", stdout)
+        say(f"{method}: delta = {delta}    # reached the target at round "
+            f"{reached if reached is not None else 'never (T + 1)'}", stdout)
     return EXIT_OK
