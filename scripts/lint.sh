@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lints fedhet (sets itself up first, like scripts/test.sh): ruff on src and tests (pyproject.toml
-# [tool.ruff]: import order and pyflakes) and pyright in basic mode on src/fedhet ([tool.pyright]).
-# Both always run; the exit status is 1 when either finds something.
+# [tool.ruff]: import order, pyflakes, complexity at most 15), pyright in basic mode on src/fedhet
+# ([tool.pyright]) and the growth report (scripts/growth.py: files and lines per package, duplicate code
+# against its baseline). All three always run; the exit status is 1 when any finds something.
 # Usage: bash scripts/lint.sh [--fix]   (--fix: ruff first sorts imports and removes unused ones)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,4 +18,6 @@ echo "lint: pyright (basic) on src/fedhet" >&2
 # a parent folder). The venv's python: pyright resolves torch and the optional integrations where the
 # dev extras put them. PYRIGHT_PYTHON_IGNORE_WARNINGS: no look-up of a newer pyright on PyPI (pinned).
 PYRIGHT_PYTHON_IGNORE_WARNINGS=1 "$venv/bin/pyright" --project . --pythonpath "$venv/bin/python" || status=1
+echo "lint: growth report (scripts/growth.py)" >&2
+"$venv/bin/python" scripts/growth.py || status=1
 exit "$status"

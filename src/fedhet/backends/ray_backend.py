@@ -640,38 +640,9 @@ class RayBackend:
                     self._drop_stalled(pool, outstanding, client_ids, attempts, pending, lost, work)
                     continue
                 for ref in done:
-                    slot, generation, position = outstanding.pop(ref)
-                    current = generation == slot.generation
-                    if current:
-                        slot.outstanding -= 1
-                        slot.last_progress = time.monotonic()
-                    try:
-                        results[position] = ray.get(ref)
-                    except ray.exceptions.RayTaskError as error:
-                        if isinstance(getattr(error, "cause", None), RayFailedInActorError):
-                            # Ray failed under the actor (its raylet gone): the actor is lost.
-                            self._actor_lost(pool, slot if current else None, position, client_ids, attempts,
-                                             pending, lost, error.cause, work)
-                            continue
-                        # The client code raised: a bug or bad input, the same on any actor.
-                        raise RuntimeError(f"ray backend: client {client_ids[position]} failed on its actor:\n"
-                                           f"{error}") from None
-                    except ray.exceptions.RayError as error:
-                        self._actor_lost(pool, slot if current else None, position, client_ids, attempts, pending,
-                                         lost, error, work)
-                        continue
-                    if self.on_client_done is not None:
-                        self.on_client_done(position)
+                    self._receive(pool, ref, outstanding, results, client_ids, attempts, pending, lost, work)
         except BaseException as error:
-            # A round that ends early leaves calls in flight whose results no one will read; their
-            # slots are free for the next round (a resumed run may reuse this backend).
-            for ref, (slot, generation, _) in outstanding.items():
-                if generation == slot.generation:
-                    slot.outstanding = max(0, slot.outstanding - 1)
-                try:
-                    ray.cancel(ref, force=False)
-                except Exception:  # noqa: BLE001
-                    pass
+            self._cancel_outstanding(outstanding)
             if isinstance(error, (OSError, ray.exceptions.RaySystemError)):
                 # Ray itself went away under the driver (its raylet or the head node killed): one line
                 # rather than "Broken pipe" or Ray's own dump; the runner adds that the last checkpoint
@@ -681,6 +652,47 @@ class RayBackend:
                                           "its raylet or head node stopped") from None
             raise
         return self._assemble(task, work, results, states)
+
+    def _receive(self, pool: ActorPool, ref: Any, outstanding: dict, results: list, client_ids: list[int],
+                 attempts: list[int], pending: collections.deque, lost: list[str], work: RoundWork) -> None:
+        """Take one finished call: its client's result, or its actor lost and the client requeued; a
+        client that raised fails the round."""
+        ray = import_ray()
+        slot, generation, position = outstanding.pop(ref)
+        current = generation == slot.generation
+        if current:
+            slot.outstanding -= 1
+            slot.last_progress = time.monotonic()
+        try:
+            results[position] = ray.get(ref)
+        except ray.exceptions.RayTaskError as error:
+            if isinstance(getattr(error, "cause", None), RayFailedInActorError):
+                # Ray failed under the actor (its raylet gone): the actor is lost.
+                self._actor_lost(pool, slot if current else None, position, client_ids, attempts,
+                                 pending, lost, error.cause, work)
+                return
+            # The client code raised: a bug or bad input, the same on any actor.
+            raise RuntimeError(f"ray backend: client {client_ids[position]} failed on its actor:\n"
+                               f"{error}") from None
+        except ray.exceptions.RayError as error:
+            self._actor_lost(pool, slot if current else None, position, client_ids, attempts, pending,
+                             lost, error, work)
+            return
+        if self.on_client_done is not None:
+            self.on_client_done(position)
+
+    @staticmethod
+    def _cancel_outstanding(outstanding: dict) -> None:
+        """A round that ends early leaves calls in flight whose results no one will read: cancel them
+        and free their slots for the next round (a resumed run may reuse this backend)."""
+        ray = import_ray()
+        for ref, (slot, generation, _) in outstanding.items():
+            if generation == slot.generation:
+                slot.outstanding = max(0, slot.outstanding - 1)
+            try:
+                ray.cancel(ref, force=False)
+            except Exception:  # noqa: BLE001
+                pass
 
     def _wait_budget(self, pool: ActorPool) -> float:
         """Seconds until the first busy actor has been silent for ``run.ray_call_timeout``."""

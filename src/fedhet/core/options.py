@@ -95,6 +95,11 @@ def _accepts_str(tp: Any) -> bool:
     return tp is str or (typing.get_origin(tp) in (typing.Union, types.UnionType) and str in typing.get_args(tp))
 
 
+def _means_none(value: Any) -> bool:
+    """Whether ``value`` writes none: None itself, or the text "none" or "null" (any case)."""
+    return value is None or (isinstance(value, str) and value.lower() in ("none", "null"))
+
+
 def _coerce(key: str, value: Any, tp: Any) -> Any:
     """Check ``value`` against the annotation ``tp``; ints are accepted where floats are."""
     if isinstance(value, OverrideText):
@@ -103,31 +108,51 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         value = str(value) if literal else value.parsed
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if type(None) in args and (value is None or (isinstance(value, str) and value.lower() in ("none", "null"))):
-            return None
-        for arg in args:
-            try:
-                return _coerce(key, value, arg)
-            except ConfigError:
-                continue
-        raise ConfigError(key, value, f"expected {_type_name(tp)}")
+        return _coerce_union(key, value, tp)
     if origin in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(key, value, f"expected {_type_name(tp)}, e.g. {_list_example(key, value)}")
-        (item_type, *_rest) = typing.get_args(tp) or (Any,)
-        items = [_coerce(f"{key}[{i}]", item, item_type) for i, item in enumerate(value)]
-        return tuple(items)
+        return _coerce_list(key, value, tp)
     if tp is Any:
         return value
     if origin is dict or tp is dict:
-        # A TOML table of plain values (e.g. a third-party class's keyword arguments); its keys
-        # are checked by the owning dataclass's validate().
-        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-            raise ConfigError(key, value, "expected a table (section.key = {name = value, ...})")
-        return dict(value)
+        return _coerce_table(key, value)
+    return _coerce_scalar(key, value, tp)
+
+
+def _coerce_union(key: str, value: Any, tp: Any) -> Any:
+    """``value`` as the first member of the union ``tp`` that takes it; none first where ``tp`` allows it."""
+    args = typing.get_args(tp)
+    if type(None) in args and _means_none(value):
+        return None
+    for arg in args:
+        try:
+            return _coerce(key, value, arg)
+        except ConfigError:
+            continue
+    raise ConfigError(key, value, f"expected {_type_name(tp)}")
+
+
+def _coerce_list(key: str, value: Any, tp: Any) -> tuple:
+    """A list (or tuple) option: each item checked against the item type, as a tuple."""
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(key, value, f"expected {_type_name(tp)}, e.g. {_list_example(key, value)}")
+    (item_type, *_rest) = typing.get_args(tp) or (Any,)
+    items = [_coerce(f"{key}[{i}]", item, item_type) for i, item in enumerate(value)]
+    return tuple(items)
+
+
+def _coerce_table(key: str, value: Any) -> dict:
+    """A TOML table of plain values (e.g. a third-party class's keyword arguments); its keys
+    are checked by the owning dataclass's validate()."""
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ConfigError(key, value, "expected a table (section.key = {name = value, ...})")
+    return dict(value)
+
+
+def _coerce_scalar(key: str, value: Any, tp: Any) -> Any:
+    """``value`` as none, a boolean, an integer, a number or a string; a whole float is an integer
+    only below 2**53, where it is exact."""
     if tp is type(None):
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+        if _means_none(value):
             return None
         raise ConfigError(key, value, "expected none")
     if tp is bool:

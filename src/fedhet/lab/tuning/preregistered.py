@@ -190,68 +190,104 @@ def load_plan(path: str | Path, protocols_path: str | Path | None = None) -> Tun
     max_extensions = raw.get("max_extensions")
     if not isinstance(max_extensions, int) or isinstance(max_extensions, bool) or max_extensions < 0:
         raise TuneError(f"{path}: max_extensions = {max_extensions!r}: a whole number >= 0 (the edge rule's limit)")
-    searches = []
-    for target, table in (raw.get("search") or {}).items():
-        where = f"{path}: [search.\"{target}\"]"
-        protocol_name, _, method = target.partition("/")
-        protocol = protocols.get(protocol_name)
-        if protocol is None or method not in protocol.methods:
-            raise TuneError(f"{where}: no method {target!r} in the protocols file")
-        if protocol.methods_from:
-            raise TuneError(f"{where}: protocol {protocol_name} reuses {protocol.methods_from}'s methods "
-                            f"(methods_from); search {protocol.methods_from}/{method} instead")
-        if not isinstance(protocol.tuning_seed, int) or protocol.tuning_seed in {
-                s for seeds in protocol.seeds.values() for s in seeds}:
-            raise TuneError(f"{where}: protocol {protocol_name} needs a tuning_seed that is none of its "
-                            f"evaluation seeds (tuning_seed = {protocol.tuning_seed!r}, seeds "
-                            f"{sorted({s for seeds in protocol.seeds.values() for s in seeds})})")
-        stages = table.get("stages")
-        if (not isinstance(stages, list) or not stages
-                or not all(isinstance(stage, list) and stage for stage in stages)):
-            raise TuneError(f"{where}: stages = [[\"KNOB\", ...], ...]: one or more non-empty lists of knob names")
-        missing = sorted({k for stage in stages for k in stage if k not in knobs})
-        if missing:
-            raise TuneError(f"{where}: no knob {', '.join(missing)}; knobs: {', '.join(knobs)}")
-        resolved = tuple(tuple(knobs[k] for k in stage) for stage in stages)
-        table_of = protocol.methods[method]
-        if "same_as" in table_of:
-            own_keys = set(table_of.get("tuned", ()))
-            searched = {knobs[k].key for stage in stages for k in stage}
-            if not own_keys or not searched <= own_keys:
-                raise TuneError(f"{where}: a paired arm (same_as = {table_of['same_as']!r}) takes its reference's "
-                                f"values; it may search only the keys it declares in tuned = [...] "
-                                f"(declared: {sorted(own_keys) or 'none'}; searched: {sorted(searched)})")
-        keys = [knob.key for stage in resolved for knob in stage]
-        if len(set(keys)) != len(keys):
-            raise TuneError(f"{where}: a configuration key is searched by two knobs")
-        criterion = parse_criterion(str(table.get("criterion", "")))
-        if criterion.round is not None:
-            raise TuneError(f"{where}: criterion = {criterion.text!r}: write it without @ROUND; the "
-                            "horizon is the protocol's (tuning horizon = evaluation horizon)")
-        unknown = sorted(set(table) - {"criterion", "stages", "seeds", "record", "stability"})
-        if unknown:
-            raise TuneError(f"{where}: unknown key {', '.join(unknown)}; allowed: criterion, stages, seeds, record, "
-                            "stability")
-        seeds = _seeds(f"{where} seeds", table["seeds"]) if "seeds" in table else ()
-        evaluated = {s for name in (protocol_name, *table.get("stability", ()))
-                     if name in protocols for seeds_ in protocols[name].seeds.values() for s in seeds_}
-        if set(seeds) & evaluated or len(set(seeds)) != len(seeds):
-            raise TuneError(f"{where}: seeds = {list(seeds)}: distinct tuning seeds, none of them an evaluation seed "
-                            f"({sorted(evaluated)})")
-        record = table.get("record", {})
-        if not isinstance(record, dict) or not set(record) <= set(RECORDING_KEYS):
-            raise TuneError(f"{where}: record = {record!r}: only keys that change what a trial records, not what "
-                            f"it trains: {', '.join(RECORDING_KEYS)}")
-        stability = table.get("stability", [])
-        if not isinstance(stability, list) or not all(isinstance(name, str) for name in stability):
-            raise TuneError(f"{where}: stability = [\"PROTOCOL\", ...]: the protocols in which a point's next larger "
-                            "step must also finish")
-        for name in stability:
-            if name not in protocols or method not in protocols[name].methods:
-                raise TuneError(f"{where}: stability protocol {name!r} has no method {method!r}")
-        if stability and any(len(stage) != 1 for stage in resolved):
-            raise TuneError(f"{where}: the stability rule needs one knob per stage (its next larger step)")
-        searches.append(Search(protocol_name, method, criterion, resolved, seeds, dict(record), tuple(stability)))
+    searches = [_search(f"{path}: [search.\"{target}\"]", target, table, knobs, protocols)
+                for target, table in (raw.get("search") or {}).items()]
     if not searches:
         raise TuneError(f"{path}: no [search.\"PROTOCOL/METHOD\"] tables")
     return TuningPlan(path, knobs, tuple(searches), max_extensions, protocols)
+
+
+def _search(where: str, target: str, table: Any, knobs: Mapping[str, Knob],
+            protocols: Mapping[str, ProtocolTables]) -> Search:
+    """One ``[search."PROTOCOL/METHOD"]`` table, checked as the module docstring says; the first check that
+    fails raises."""
+    protocol_name, method, protocol = _search_target(where, target, protocols)
+    stages = _search_stages(where, table, knobs, protocol.methods[method])
+    criterion = parse_criterion(str(table.get("criterion", "")))
+    if criterion.round is not None:
+        raise TuneError(f"{where}: criterion = {criterion.text!r}: write it without @ROUND; the "
+                        "horizon is the protocol's (tuning horizon = evaluation horizon)")
+    unknown = sorted(set(table) - {"criterion", "stages", "seeds", "record", "stability"})
+    if unknown:
+        raise TuneError(f"{where}: unknown key {', '.join(unknown)}; allowed: criterion, stages, seeds, record, "
+                        "stability")
+    seeds = _search_seeds(where, table, protocol_name, protocols)
+    record = table.get("record", {})
+    if not isinstance(record, dict) or not set(record) <= set(RECORDING_KEYS):
+        raise TuneError(f"{where}: record = {record!r}: only keys that change what a trial records, not what "
+                        f"it trains: {', '.join(RECORDING_KEYS)}")
+    stability = _search_stability(where, table, method, stages, protocols)
+    return Search(protocol_name, method, criterion, stages, seeds, dict(record), stability)
+
+
+def _search_target(where: str, target: str,
+                   protocols: Mapping[str, ProtocolTables]) -> tuple[str, str, ProtocolTables]:
+    """The protocol and method of ``PROTOCOL/METHOD``: a method the protocol declares itself (not through
+    ``methods_from``), in a protocol whose tuning seed is none of its evaluation seeds."""
+    protocol_name, _, method = target.partition("/")
+    protocol = protocols.get(protocol_name)
+    if protocol is None or method not in protocol.methods:
+        raise TuneError(f"{where}: no method {target!r} in the protocols file")
+    if protocol.methods_from:
+        raise TuneError(f"{where}: protocol {protocol_name} reuses {protocol.methods_from}'s methods "
+                        f"(methods_from); search {protocol.methods_from}/{method} instead")
+    if not isinstance(protocol.tuning_seed, int) or protocol.tuning_seed in {
+            s for seeds in protocol.seeds.values() for s in seeds}:
+        raise TuneError(f"{where}: protocol {protocol_name} needs a tuning_seed that is none of its "
+                        f"evaluation seeds (tuning_seed = {protocol.tuning_seed!r}, seeds "
+                        f"{sorted({s for seeds in protocol.seeds.values() for s in seeds})})")
+    return protocol_name, method, protocol
+
+
+def _search_stages(where: str, table: Any, knobs: Mapping[str, Knob],
+                   method_table: Mapping[str, Any]) -> tuple[tuple[Knob, ...], ...]:
+    """The search's stages as knobs: known knob names; a paired arm (``same_as``) searches only the keys it
+    declares in ``tuned``; no configuration key searched by two knobs."""
+    stages = table.get("stages")
+    if (not isinstance(stages, list) or not stages
+            or not all(isinstance(stage, list) and stage for stage in stages)):
+        raise TuneError(f"{where}: stages = [[\"KNOB\", ...], ...]: one or more non-empty lists of knob names")
+    missing = sorted({k for stage in stages for k in stage if k not in knobs})
+    if missing:
+        raise TuneError(f"{where}: no knob {', '.join(missing)}; knobs: {', '.join(knobs)}")
+    resolved = tuple(tuple(knobs[k] for k in stage) for stage in stages)
+    if "same_as" in method_table:
+        own_keys = set(method_table.get("tuned", ()))
+        searched = {knobs[k].key for stage in stages for k in stage}
+        if not own_keys or not searched <= own_keys:
+            raise TuneError(f"{where}: a paired arm (same_as = {method_table['same_as']!r}) takes its reference's "
+                            f"values; it may search only the keys it declares in tuned = [...] "
+                            f"(declared: {sorted(own_keys) or 'none'}; searched: {sorted(searched)})")
+    keys = [knob.key for stage in resolved for knob in stage]
+    if len(set(keys)) != len(keys):
+        raise TuneError(f"{where}: a configuration key is searched by two knobs")
+    return resolved
+
+
+def _search_seeds(where: str, table: Any, protocol_name: str,
+                  protocols: Mapping[str, ProtocolTables]) -> tuple[int, ...]:
+    """The search's own tuning seeds: distinct, none of them an evaluation seed of its protocol or of a
+    protocol in its ``stability`` list."""
+    seeds = _seeds(f"{where} seeds", table["seeds"]) if "seeds" in table else ()
+    evaluated = {s for name in (protocol_name, *table.get("stability", ()))
+                 if name in protocols for seeds_ in protocols[name].seeds.values() for s in seeds_}
+    if set(seeds) & evaluated or len(set(seeds)) != len(seeds):
+        raise TuneError(f"{where}: seeds = {list(seeds)}: distinct tuning seeds, none of them an evaluation seed "
+                        f"({sorted(evaluated)})")
+    return seeds
+
+
+def _search_stability(where: str, table: Any, method: str, stages: tuple[tuple[Knob, ...], ...],
+                      protocols: Mapping[str, ProtocolTables]) -> tuple[str, ...]:
+    """The protocols of the stability rule: each has the method, and each stage has one knob (its next larger
+    step)."""
+    stability = table.get("stability", [])
+    if not isinstance(stability, list) or not all(isinstance(name, str) for name in stability):
+        raise TuneError(f"{where}: stability = [\"PROTOCOL\", ...]: the protocols in which a point's next larger "
+                        "step must also finish")
+    for name in stability:
+        if name not in protocols or method not in protocols[name].methods:
+            raise TuneError(f"{where}: stability protocol {name!r} has no method {method!r}")
+    if stability and any(len(stage) != 1 for stage in stages):
+        raise TuneError(f"{where}: the stability rule needs one knob per stage (its next larger step)")
+    return tuple(stability)
