@@ -20,6 +20,7 @@ from fedhet.backends.base import Backend, usable_cpus
 from fedhet.config.schema import ExperimentConfig, RunOptions
 from fedhet.core.registry import PARTICIPATION
 from fedhet.core.store import StoreOptions
+from fedhet.engine.async_loop import AsyncSimulator
 from fedhet.engine.clock import build_clock
 from fedhet.engine.federation import Federation
 from fedhet.engine.simulator import Simulator
@@ -73,7 +74,11 @@ def simulator_from_config(config: ExperimentConfig, federation: Federation, *,
                                                seed=config.run.seed)
     if participation is None:
         participation = participation_from_config(config, participation_options)
+    extra: dict[str, Any] = {}
+    if config.asynchronous is not None:
+        # [asynchronous]: one server version per "round", FedBuff or FedAsync (docs/async.md).
+        simulator_type, extra = AsyncSimulator, {"asynchronous": config.asynchronous}
     return simulator_type(task, participation=participation, solver=solver, server=server, seed=config.run.seed,
                           client_label_counts=federation.label_counts, backend=backend,
                           store_options=store_options(config.run, task.device, stores_dir),
-                          max_rounds=config.run.rounds, clock=clock)
+                          max_rounds=config.run.rounds, clock=clock, **extra)
