@@ -123,7 +123,14 @@ class AsyncSimulator(Simulator):
         self.fruitless = 0                    # losses and idle waits since the last arrival
         self.histogram: dict[int, int] = {}   # staleness -> updates applied
         self.totals = {"clients_lost": 0, "clients_started": 0}
+        # Set to a list to have every start, loss and arrival appended as a dict (tests, debugging);
+        # not checkpointed.
+        self.event_log: Optional[list[dict[str, Any]]] = None
         self._reset_period(0.0)
+
+    def _log(self, event: str, **fields: Any) -> None:
+        if self.event_log is not None:
+            self.event_log.append({"event": event, "time": self.now, **fields})
 
     def _reset_period(self, now: float) -> None:
         """Counters of the records' keys, from the last server step (at ``now``) on."""
@@ -207,6 +214,7 @@ class AsyncSimulator(Simulator):
                                 lost=lost))
             if not lost and version not in self.models:
                 self.models[version] = (self.params, broadcast)
+            self._log("start", client=client, version=version, lost=lost)
             self.started += 1
             self.period["clients_started"] += 1
             self.period["bytes_down"] += download
@@ -249,6 +257,7 @@ class AsyncSimulator(Simulator):
     def _consume(self, job: Job) -> Optional[tuple[dict[str, Any], Cohort]]:
         """One event; the step's record and cohort when it completed a server step."""
         if job.lost:
+            self._log("lost", client=job.client, version=job.version)
             self.period["clients_lost"] += 1
             self.fruitless += 1
             return None
@@ -257,6 +266,7 @@ class AsyncSimulator(Simulator):
         self.period["bytes_up"] += self.upload_bytes
         staleness = self.next_round - job.version
         weight = staleness_weight(self.options, staleness)
+        self._log("arrival", client=job.client, version=job.version, staleness=staleness, weight=weight)
         if self.options.mode == "fedasync":
             start_params = self.models[job.version][0]
             self._release_models()
