@@ -283,3 +283,27 @@ def test_kill_and_resume_gives_the_uninterrupted_run_bitwise(tmp_path):
                        "name": "cut", "wall_seconds": summary["wall_seconds"],
                        "seconds_per_round": summary["seconds_per_round"]}
     assert sum(summary["staleness_histogram"].values()) == 2 * 8
+
+
+def server_names():
+    import fedhet.components  # noqa: F401  (registers every server method)
+    from fedhet.core.registry import SERVERS
+    return [name for name in SERVERS.names() if name != "known_participation"]
+
+
+@pytest.mark.parametrize("server", server_names())
+def test_every_server_method_has_a_buffered_form(tmp_path, server):
+    from fedhet.core.registry import ALGORITHMS
+    client = next((pair.client for pair in ALGORITHMS.values() if pair.server == server), "sgd")
+    simulator = three_client(tmp_path, f"client.name={client}", f"server.name={server}",
+                             "asynchronous.concurrency=3", "asynchronous.buffer_size=2")
+    x0 = simulator.params.clone()
+    records = [simulator.run_round()[0] for _ in range(3)]
+    assert torch.isfinite(simulator.params).all() and not torch.equal(simulator.params, x0)
+    assert [r["server_version"] for r in records] == [1, 2, 3] and records[1]["staleness_max"] == 1
+
+
+def test_known_participation_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="synchronous participation probabilities"):
+        three_client(tmp_path, "server.name=known_participation", "asynchronous.concurrency=2",
+                     "asynchronous.buffer_size=2")
