@@ -307,3 +307,19 @@ def test_known_participation_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="synchronous participation probabilities"):
         three_client(tmp_path, "server.name=known_participation", "asynchronous.concurrency=2",
                      "asynchronous.buffer_size=2")
+
+
+def test_a_trace_that_ends_stops_the_run_in_one_line(tmp_path):
+    # Every window closes by 3 s: the loop waits (idle retries) while jobs are lost, then stops.
+    trace = tmp_path / "ends.csv"
+    trace.write_text("client,start,end\n0,0,3\n1,0,3\n2,0,3\n")
+    simulator = three_client(tmp_path, "participation.name=trace", f"participation.trace_file={trace}",
+                             "asynchronous.concurrency=3", "asynchronous.buffer_size=3")
+    from fedhet.engine.async_loop import AsyncStalledError
+    with pytest.raises(AsyncStalledError, match="no client is available after virtual second") as raised:
+        for _ in range(4):
+            simulator.run_round()
+    assert "\n" not in str(raised.value)
+    # Version 1 at T2 = 2.41 s; of the three restarting then only client 0 (T0 = 0.33 s) fits before 3 s.
+    assert [(e["client"], e["time"]) for e in events(simulator, "lost")] == [(1, 3.0), (2, 3.0)]
+    assert simulator.next_round == 1 and len(simulator.buffer) == 1

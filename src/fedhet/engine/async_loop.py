@@ -213,7 +213,9 @@ class AsyncSimulator(Simulator):
             self.queue.push(Job(time=window_end if lost else finish, client=client, version=version, start=now,
                                 lost=lost))
             if not lost and version not in self.models:
-                self.models[version] = (self.params, broadcast)
+                # A copy of the broadcast: a server stage may update its state in place (a consumed
+                # state, docs/design.md "State") while this version's clients still train from it.
+                self.models[version] = (self.params, {name: value.clone() for name, value in broadcast.items()})
             self._log("start", client=client, version=version, lost=lost)
             self.started += 1
             self.period["clients_started"] += 1
