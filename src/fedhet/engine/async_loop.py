@@ -183,6 +183,8 @@ class AsyncSimulator(Simulator):
         """Idle available clients at ``now`` with their windows' ends, ascending ids (docs/async.md,
         "Starting a client")."""
         busy = self.queue.clients() | {entry.job.client for entry in self.buffer}
+        if self.availability.always_on:
+            return [(client, math.inf) for client in range(self.task.num_clients) if client not in busy]
         now = self.now
         eligible = []
         for client in range(self.task.num_clients):

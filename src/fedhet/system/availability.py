@@ -27,6 +27,8 @@ class Availability:
             self.windows[int(client)].append((float(a), float(b)))
         for spans in self.windows:
             spans.sort()
+        # Every client on for ever: the event loop then skips the per-client window queries.
+        self.always_on = all(spans == [(0.0, math.inf)] for spans in self.windows)
 
     @classmethod
     def always(cls, num_clients: int) -> "Availability":
