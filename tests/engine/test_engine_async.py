@@ -269,7 +269,8 @@ def test_kill_and_resume_gives_the_uninterrupted_run_bitwise(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run_experiment(load_config(None, [*sets, "run.name=cut"]), callbacks=[StopAfter(5)])
     saved = load_checkpoint(tmp_path / "cut")["simulator"]
-    assert saved["next_round"] == 4 and saved["asynchronous"]["queue"]      # clients were in flight
+    # Clients were in flight, some of them trained already (their version's first arrival came).
+    assert saved["next_round"] == 4 and saved["asynchronous"]["queue"] and saved["asynchronous"]["trained"]
     resume_run(tmp_path / "cut")
 
     def strip(records):

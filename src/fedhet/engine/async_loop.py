@@ -35,10 +35,11 @@ section 5.2): every arrival is a server step::
 
 No server state keyed by client is used (its mixing is the server step).
 
-``s`` is :func:`fedhet.system.asynchronous.staleness_weight`. A job is trained alone when it arrives,
-from the version it downloaded, with the streams of synchronous round ``v_k`` (RoundWork with
+``s`` is :func:`fedhet.system.asynchronous.staleness_weight`. A job trains from the version it
+downloaded, with the streams of synchronous round ``v_k`` (RoundWork with
 ``round_index = v_k``): a client trains at most one job per version that reaches the server, so
-(seed, v_k, client) keys its batches, and the numbers do not depend on the backend.
+(seed, v_k, client) keys its batches. The jobs in flight that downloaded the same version are trained
+together, as one cohort, when the first of them arrives (:meth:`AsyncSimulator._train`).
 """
 from __future__ import annotations
 
@@ -80,6 +81,19 @@ class Buffered:
         self.job, self.cohort, self.staleness, self.weight = job, cohort, staleness, weight
 
 
+def _cohort_row(cohort: Cohort, row: int) -> Cohort:
+    """Row ``row`` of ``cohort`` as a cohort of one."""
+    pick = slice(row, row + 1)
+    return Cohort(client_ids=cohort.client_ids[pick], deltas=cohort.deltas[pick],
+                  num_examples=cohort.num_examples[pick], local_steps=cohort.local_steps[pick],
+                  train_loss=cohort.train_loss[pick], extras={name: value[pick] for name, value in cohort.extras.items()})
+
+
+def _cohort_state(cohort: Cohort) -> dict[str, Any]:
+    return {"client_ids": cohort.client_ids, "deltas": cohort.deltas, "num_examples": cohort.num_examples,
+            "local_steps": cohort.local_steps, "train_loss": cohort.train_loss, "extras": dict(cohort.extras)}
+
+
 def _concat_cohorts(rows: list[Cohort]) -> Cohort:
     """The one-client cohorts ``rows`` (ascending client ids) as one cohort."""
     return Cohort(client_ids=torch.cat([row.client_ids for row in rows]),
@@ -119,6 +133,8 @@ class AsyncSimulator(Simulator):
         self.queue = EventQueue()
         self.buffer: list[Buffered] = []
         self.models: dict[int, tuple[torch.Tensor, dict[str, torch.Tensor]]] = {}   # version -> (x_v, broadcast_v)
+        # Client in flight -> its upload and new per-client state, trained with its version's first arrival.
+        self.trained: dict[int, tuple[Cohort, dict[str, torch.Tensor]]] = {}
         self.started = 0                      # clients started so far (the start stream's counter)
         self.fruitless = 0                    # losses and idle waits since the last arrival
         self.histogram: dict[int, int] = {}   # staleness -> updates applied
@@ -245,17 +261,29 @@ class AsyncSimulator(Simulator):
         self.models = {version: model for version, model in self.models.items() if version in keep}
 
     def _train(self, job: Job) -> Cohort:
-        """Train ``job`` alone from the version it downloaded; writes the client's per-client state."""
-        params, broadcast = self.models[job.version]
-        ids = torch.tensor([job.client], dtype=torch.int64)
-        learning_rate = self.learning_rate(job.version)
-        work = RoundWork(round_index=job.version, seed=self.seed, params=params, client_ids=ids,
-                         client_states={name: store.read(ids) for name, store in self.client_stores.items()},
-                         broadcast=broadcast, learning_rate=learning_rate)
-        cohort, new_states = self.backend.train_cohort(self.task, self.solver, work)
-        with_effective_steps(cohort, self.solver, learning_rate)
+        """``job``'s upload; writes the client's per-client state. The first arrival of a version
+        trains every job in flight that downloaded it and is not trained yet, as one cohort (one
+        backend call, so a multi-process or vectorized backend trains them together); the others'
+        uploads wait in :attr:`trained` until they arrive. A client's numbers depend only on its
+        (seed, version, client) streams, not on which jobs share its cohort."""
+        if job.client not in self.trained:
+            group = sorted({job.client} | {other.client for other in self.queue.heap
+                                           if not other.lost and other.version == job.version
+                                           and other.client not in self.trained})
+            params, broadcast = self.models[job.version]
+            ids = torch.tensor(group, dtype=torch.int64)
+            learning_rate = self.learning_rate(job.version)
+            work = RoundWork(round_index=job.version, seed=self.seed, params=params, client_ids=ids,
+                             client_states={name: store.read(ids) for name, store in self.client_stores.items()},
+                             broadcast=broadcast, learning_rate=learning_rate)
+            cohort, new_states = self.backend.train_cohort(self.task, self.solver, work)
+            with_effective_steps(cohort, self.solver, learning_rate)
+            for row, client in enumerate(cohort.client_ids.tolist()):
+                self.trained[int(client)] = (_cohort_row(cohort, row),
+                                             {name: value[row:row + 1] for name, value in new_states.items()})
+        cohort, states = self.trained.pop(job.client)
         for name, store in self.client_stores.items():
-            store.write(ids, new_states[name])
+            store.write(cohort.client_ids.to(torch.int64).cpu(), states[name])
         return cohort
 
     def _consume(self, job: Job) -> Optional[tuple[dict[str, Any], Cohort]]:
@@ -375,6 +403,8 @@ class AsyncSimulator(Simulator):
             "queue": self.queue.state(), "started": self.started, "fruitless": self.fruitless,
             "models": [{"version": version, "params": params, "broadcast": dict(broadcast)}
                        for version, (params, broadcast) in sorted(self.models.items())],
+            "trained": [{"cohort": _cohort_state(cohort), "states": dict(states)}
+                        for _client, (cohort, states) in sorted(self.trained.items())],
             "histogram": [[tau, count] for tau, count in sorted(self.histogram.items())],
             "totals": dict(self.totals), "period": dict(self.period)}}
 
@@ -386,6 +416,13 @@ class AsyncSimulator(Simulator):
         self.models = {int(row["version"]): (row["params"].to(self.device, self.task.dtype),
                                              {name: value.to(self.device) for name, value in row["broadcast"].items()})
                        for row in loop["models"]}
+        self.trained = {}
+        for row in loop["trained"]:
+            saved_cohort = row["cohort"]
+            cohort = Cohort(**{key: value.to(self.device) if key == "deltas" else value
+                               for key, value in saved_cohort.items() if key != "extras"},
+                            extras={name: value.to(self.device) for name, value in saved_cohort["extras"].items()})
+            self.trained[int(cohort.client_ids[0])] = (cohort, {name: value for name, value in row["states"].items()})
         self.histogram = {int(tau): int(count) for tau, count in loop["histogram"]}
         self.totals = {key: int(value) for key, value in loop["totals"].items()}
         self.period = dict(loop["period"])
