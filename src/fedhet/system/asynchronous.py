@@ -38,7 +38,7 @@ class AsyncOptions:
                             "method (Nguyen et al. 2022); 'fedasync': mix every arrival into the model, "
                             "x <- (1 - alpha_t) x + alpha_t y (Xie et al. 2019)")
     concurrency: int = option(10, ge=1, symbol="C",
-                              help="clients training at once (at most partition's number of clients)")
+                              help="clients training at once (at most the number of clients)")
     buffer_size: int = option(10, ge=1, symbol="K",
                               help="mode 'fedbuff': arrivals per server step (at most concurrency)")
     staleness: str = option("polynomial", choices=STALENESS,
