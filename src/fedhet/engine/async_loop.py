@@ -427,3 +427,13 @@ class AsyncSimulator(Simulator):
         self.totals = {key: int(value) for key, value in loop["totals"].items()}
         self.period = dict(loop["period"])
         self.buffer = []
+
+
+def async_simulator_type(options: AsyncOptions) -> type[Simulator]:
+    """:class:`AsyncSimulator` with the ``[asynchronous]`` section ``options`` bound: a Simulator type
+    taking the Simulator's own arguments (what :func:`fedhet.engine.assembly.simulator_from_config`
+    builds)."""
+    class BoundAsyncSimulator(AsyncSimulator):
+        def __init__(self, task: FederatedTask, **kwargs: Any):
+            super().__init__(task, asynchronous=options, **kwargs)
+    return BoundAsyncSimulator
