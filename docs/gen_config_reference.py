@@ -21,8 +21,8 @@ def _import_fedhet():
     # The docs are built from a checkout: import its src/ even when fedhet is not installed.
     if str(_SRC) not in sys.path:
         sys.path.insert(0, str(_SRC))
-    from fedhet.core.options import describe_options
     from fedhet.config.schema import COMPONENT_SECTIONS, RunOptions, _ensure_components_loaded
+    from fedhet.core.options import describe_options
     from fedhet.core.registry import ALGORITHMS
 
     _ensure_components_loaded()
@@ -94,6 +94,11 @@ def render() -> str:
     lines += ["## `[system]`", "", "Optional: device profiles, availability and the virtual clock's round policy; "
               "without the section a run has no clock. See [Time](system.md).", ""]
     lines += _options_table(describe_options(SystemOptions), "system")
+    from fedhet.system.asynchronous import AsyncOptions
+
+    lines += ["## `[asynchronous]`", "", "Optional: FedBuff and FedAsync on the virtual clock (needs `[system]`); "
+              "one server step per round. See [Asynchronous FL](async.md).", ""]
+    lines += _options_table(describe_options(AsyncOptions), "asynchronous")
     from fedhet.lab.sweep.options import SweepOptions
 
     lines += ["## `[sweep]`", "", "How `fedhet sweep` executes the runs of a base file (ignored by `fedhet run`); "

@@ -192,9 +192,11 @@ def _command_options(args: argparse.Namespace) -> int:
     from fedhet.config.schema import COMPONENT_SECTIONS, RunOptions, _ensure_components_loaded
 
     _ensure_components_loaded()
+    from fedhet.system.asynchronous import AsyncOptions
     from fedhet.system.options import SystemOptions
 
-    sections = [args.section] if args.section else ["run", *COMPONENT_SECTIONS, "system", "algorithm"]
+    sections = [args.section] if args.section else ["run", *COMPONENT_SECTIONS, "system", "asynchronous",
+                                                    "algorithm"]
     for section in sections:
         if section == "algorithm":
             _print_algorithms(args.name)
@@ -205,13 +207,16 @@ def _command_options(args: argparse.Namespace) -> int:
             entries = [("", RunOptions, "")]
         elif section == "system":
             entries = [("", SystemOptions, "optional: the virtual clock (docs/system.md)")]
+        elif section == "asynchronous":
+            entries = [("", AsyncOptions, "optional: FedBuff / FedAsync on the virtual clock (docs/async.md)")]
         elif section in COMPONENT_SECTIONS:
             registry = COMPONENT_SECTIONS[section][0]
             names = [args.name] if args.name else registry.names()
             entries = [(n, registry.get(n, key=f"{section}.name").options_cls,
                         registry.get(n).summary) for n in names]
         else:
-            raise ConfigError("section", section, "allowed: run, " + ", ".join(COMPONENT_SECTIONS) + ", system, algorithm")
+            raise ConfigError("section", section,
+                              "allowed: run, " + ", ".join(COMPONENT_SECTIONS) + ", system, asynchronous, algorithm")
         if shared is not None:
             # Options every component of the section takes, listed once; each name then lists only its
             # own (and any shared option whose default or meaning it changes).
@@ -331,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=_command_check)
     options = sub.add_parser("options", help="list components and their options")
     options.add_argument("section", nargs="?", help="run, data, partition, model, participation, client, server, "
-                                                    "system or algorithm (none: all)")
+                                                    "system, asynchronous or algorithm (none: all)")
     options.add_argument("name", nargs="?", help="one component of the section (none: all)")
     options.set_defaults(handler=_command_options)
     init = sub.add_parser("init", help="write a starter config from a shipped preset",

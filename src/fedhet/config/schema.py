@@ -10,6 +10,7 @@ Sections::
     [client]         name = "sgd" | "fedprox" | ...                   + that solver's options
     [server]         name = "fedavg" | "fedaware" | ...               + that method's options
     [system]         optional: the virtual clock (SystemOptions; docs/system.md)
+    [asynchronous]   optional: FedBuff / FedAsync on the clock (AsyncOptions; docs/async.md)
 
 and optionally a top-level ``algorithm = "scaffold"`` that picks the client and server pair of a
 named algorithm. ``algorithm = X`` means the same wherever it is written (docs/design.md,
@@ -36,6 +37,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from fedhet.config.asynchronous import check_asynchronous
 from fedhet.config.client_eval import check_client_eval
 from fedhet.config.system import check_system
 from fedhet.core.options import ConfigError, OverrideText, build_options, option, options_to_dict
@@ -50,6 +52,7 @@ from fedhet.core.registry import (
     Registry,
 )
 from fedhet.names import check_name
+from fedhet.system.asynchronous import AsyncOptions
 from fedhet.system.options import SystemOptions
 from fedhet.tracking.names import check_tracking_options
 
@@ -167,6 +170,8 @@ class ExperimentConfig:
     algorithm: Optional[str] = None
     # The virtual clock's [system] section; None (no section) = no clock, as before it existed.
     system: Optional[SystemOptions] = None
+    # [asynchronous]: FedBuff / FedAsync on the clock (docs/async.md); None = synchronous rounds.
+    asynchronous: Optional[AsyncOptions] = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -178,6 +183,8 @@ class ExperimentConfig:
             out[section] = {"name": component.name, **options_to_dict(component.options)}
         if self.system is not None:
             out["system"] = options_to_dict(self.system)
+        if self.asynchronous is not None:
+            out["asynchronous"] = options_to_dict(self.asynchronous)
         return out
 
     def to_flat_dict(self) -> dict[str, Any]:
@@ -202,7 +209,7 @@ COMPONENT_SECTIONS: dict[str, tuple[Registry, str]] = {
     "client": (CLIENT_SOLVERS, "sgd"),
     "server": (SERVERS, "fedavg"),
 }
-SECTIONS = ("algorithm", "run", *COMPONENT_SECTIONS, "system")
+SECTIONS = ("algorithm", "run", *COMPONENT_SECTIONS, "system", "asynchronous")
 
 
 def _ensure_components_loaded() -> None:
@@ -248,7 +255,10 @@ def resolve_config(raw: Mapping[str, Any]) -> ExperimentConfig:
                           f"clients); here partition.name = {components['partition'].name!r}")
     system = build_options(SystemOptions, dict(raw["system"]), section="system") if "system" in raw else None
     check_system(system, components["participation"])
-    return ExperimentConfig(run=run, algorithm=algorithm, system=system, **components)
+    asynchronous = (build_options(AsyncOptions, dict(raw["asynchronous"]), section="asynchronous")
+                    if "asynchronous" in raw else None)
+    check_asynchronous(asynchronous, system, components["participation"], components["server"])
+    return ExperimentConfig(run=run, algorithm=algorithm, system=system, asynchronous=asynchronous, **components)
 
 
 def _name_text(key: str, value: Any) -> str:

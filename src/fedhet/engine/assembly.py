@@ -20,6 +20,7 @@ from fedhet.backends.base import Backend, usable_cpus
 from fedhet.config.schema import ExperimentConfig, RunOptions
 from fedhet.core.registry import PARTICIPATION
 from fedhet.core.store import StoreOptions
+from fedhet.engine.async_loop import async_simulator_type
 from fedhet.engine.clock import build_clock
 from fedhet.engine.federation import Federation
 from fedhet.engine.simulator import Simulator
@@ -68,6 +69,9 @@ def simulator_from_config(config: ExperimentConfig, federation: Federation, *,
     memory-mapped stores' folder (:func:`store_options`). ``simulator_type``: a Simulator subclass
     taking the same arguments (the Flower ServerApp's)."""
     task = federation.task
+    if config.asynchronous is not None:
+        # [asynchronous]: one server version per "round", FedBuff or FedAsync (docs/async.md).
+        simulator_type = async_simulator_type(config.asynchronous)
     solver, server = build_algorithm(config) if algorithm is None else algorithm
     clock, participation_options = build_clock(config.system, task, config.participation.options,
                                                seed=config.run.seed)

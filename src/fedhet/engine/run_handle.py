@@ -24,6 +24,7 @@ from fedhet.core.io import atomic_write_json
 from fedhet.core.task import evaluate
 from fedhet.engine import checkpoint as ckpt, client_eval
 from fedhet.engine.assembly import simulator_from_config
+from fedhet.engine.async_loop import AsyncSimulator
 from fedhet.engine.backend_choice import BackendOptions, select_backend
 from fedhet.engine.clock import clock_summary
 from fedhet.engine.federation import Federation
@@ -177,4 +178,6 @@ class RunHandle:
                             target_accuracy=self.config.run.target_accuracy)
         if sim.clock is not None and sim.clock_state is not None:
             summary.update(clock_summary(sim.clock_state, self.records, self.config.run.target_accuracy))
+        if isinstance(sim, AsyncSimulator):
+            summary.update(sim.async_summary())
         return summary
