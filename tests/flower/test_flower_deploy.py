@@ -5,9 +5,11 @@ Every process is stopped by its id (process group) in a ``finally``, whatever th
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -32,14 +34,29 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _stop_printed_process_groups(stderr: str | bytes | None) -> None:
+    text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr or ""
+    for line in text.splitlines():
+        if line.startswith("flower_loopback: SuperLink") and "(pid" in line:
+            for pid in re.findall(r"\d+", line.split("(pid")[1].split("logs in")[0]):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(int(pid), signal.SIGTERM)
+
+
 def test_loopback_script_reproduces_fedhet_run(tmp_path):
     """scripts/flower_loopback.sh: FedAWARE on a SuperLink and two SuperNodes; its last line is the largest
     parameter difference against `fedhet run` (float64: 0 here, at most 1e-9 allowed)."""
     env = _env()
     env["FEDHET_VENV"] = str(Path(sys.executable).parent.parent)    # this interpreter's venv: no set-up
     env["TMPDIR"] = str(tmp_path)
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "flower_loopback.sh")], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=ROOT)
+    try:
+        done = subprocess.run(["bash", str(ROOT / "scripts" / "flower_loopback.sh")], capture_output=True, text=True,
+                              env=env, timeout=300, cwd=ROOT)
+    except subprocess.TimeoutExpired as timeout:
+        # The script was killed before its trap could run: stop the SuperLink and SuperNodes it started
+        # (each the leader of its own process group) by the ids it printed.
+        _stop_printed_process_groups(timeout.stderr)
+        raise
     assert done.returncode == 0, done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("max parameter difference: "), done.stdout
