@@ -64,7 +64,7 @@ class SweepResult:
 
 
 def default_jobs() -> int:
-    from fedhet.backends.base import usable_cpus
+    from fedhet.core.machine import usable_cpus
 
     return usable_cpus()
 

@@ -244,7 +244,7 @@ def ray_session(ray: Any, address: Optional[str]) -> Iterator[None]:
         finally:
             ray.shutdown()
         return
-    from fedhet.backends.base import usable_cpus
+    from fedhet.core.machine import usable_cpus
 
     remove_orphaned_temp_dirs(RAY_TEMP_PREFIX)       # left by a driver killed before its `finally`
     temp_dir = str(owned_temp_dir(RAY_TEMP_PREFIX))
