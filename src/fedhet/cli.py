@@ -190,9 +190,9 @@ def _print_algorithms(name: str | None) -> None:
 
 
 def _command_options(args: argparse.Namespace) -> int:
-    from fedhet.config.schema import COMPONENT_SECTIONS, RunOptions, _ensure_components_loaded
+    from fedhet.config.schema import COMPONENT_SECTIONS, RunOptions, load_components
 
-    _ensure_components_loaded()
+    load_components()
     from fedhet.system.options import SystemOptions
 
     sections = [args.section] if args.section else ["run", *COMPONENT_SECTIONS, "system", "algorithm"]

@@ -141,10 +141,10 @@ def _drop_options_the_method_lacks(raw: dict[str, Any], overrides: Mapping[str, 
     overrides choose does not take (a preset's ``server.alpha`` for FedAWARE, in the FedAvg variant of
     an algorithm sweep), and those keys. Only the base file's keys are carried this way: an option an
     override itself sets is kept, and still refused when the method lacks it."""
-    from fedhet.config.schema import _ensure_components_loaded
+    from fedhet.config.schema import load_components
     from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
 
-    _ensure_components_loaded()           # the registries, ALGORITHMS included
+    load_components()           # the registries, ALGORITHMS included
     dropped: list[str] = []
     for section, registry in (("client", CLIENT_SOLVERS), ("server", SERVERS)):
         name, table = _component_chosen(section, overrides), raw.get(section)
