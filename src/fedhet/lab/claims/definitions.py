@@ -50,7 +50,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from fedhet.config.schema import read_toml_file
+from fedhet.config import read_toml_file
 from fedhet.errors import FedhetError
 from fedhet.lab.claims.same_as import SAME_AS, TIER_TABLES, TUNED, SameAsError, resolve_same_as
 from fedhet.lab.claims.verdict import QUANTIFIERS, ROLES
@@ -387,10 +387,7 @@ def _option_kind(key: str) -> Optional[str]:
     has (``run.rounds``, ``client.epochs``); None for another key (a method's own option)."""
     import typing
 
-    from fedhet.client.base import ClientOptions
-    from fedhet.config.schema import RunOptions
-    from fedhet.server.base import ServerOptions
-    from fedhet.system.options import SystemOptions
+    from fedhet.config import ClientOptions, RunOptions, ServerOptions, SystemOptions
 
     section, _, name = key.partition(".")
     options = {"run": RunOptions, "client": ClientOptions, "server": ServerOptions, "system": SystemOptions}.get(section)

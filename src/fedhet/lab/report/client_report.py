@@ -16,8 +16,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from fedhet.core.io import atomic_savefig
-from fedhet.engine.summary import CLIENT_RECORD_KEYS
+from fedhet.core import atomic_savefig
+from fedhet.engine import CLIENT_RECORD_KEYS
 from fedhet.lab.report.grouping import Group
 from fedhet.lab.report.stats import Stat, describe
 from fedhet.lab.report.tables import mean_std_text

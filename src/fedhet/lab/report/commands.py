@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, TextIO
 
-from fedhet.core.options import ConfigError
+from fedhet.config import ConfigError
 from fedhet.lab.sweep.commands import EXIT_INPUT_ERROR, EXIT_OK, console_streams
 
 

@@ -18,7 +18,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from fedhet.core.io import atomic_savefig
+from fedhet.core import atomic_savefig
 from fedhet.lab.report.grouping import Group
 
 CURVES = {

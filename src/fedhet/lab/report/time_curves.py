@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fedhet.core.io import atomic_savefig
+from fedhet.core import atomic_savefig
 from fedhet.lab.report.grouping import Group
 from fedhet.lab.report.plots import distinct_colours, wrapped_title
 

@@ -26,8 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from fedhet.config.schema import SECTIONS, parse_override, read_toml_file
-from fedhet.core.options import ConfigError
+from fedhet.config import SECTIONS, ConfigError, parse_override, read_toml_file
 from fedhet.errors import FedhetError
 
 # Characters kept in run names; anything else becomes "_" so a name is one safe path component.

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from fedhet.config.schema import toml_literal
-from fedhet.core.io import atomic_write_text
+from fedhet.config import toml_literal
+from fedhet.core import atomic_write_text
 from fedhet.lab.tuning.preregistered import TuningPlan, load_plan
 from fedhet.lab.tuning.staged import SearchOutcome, run_preregistered_search
 

@@ -18,8 +18,8 @@ import math
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from fedhet.config.schema import toml_literal
-from fedhet.core.io import atomic_write_json, atomic_write_text
+from fedhet.config import toml_literal
+from fedhet.core import atomic_write_json, atomic_write_text
 from fedhet.lab.tuning.criteria import Criterion
 
 COMPLETE, PRUNED, FAILED = "complete", "pruned", "failed"
