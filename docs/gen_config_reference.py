@@ -21,11 +21,11 @@ def _import_fedhet():
     # The docs are built from a checkout: import its src/ even when fedhet is not installed.
     if str(_SRC) not in sys.path:
         sys.path.insert(0, str(_SRC))
-    from fedhet.config.schema import COMPONENT_SECTIONS, RunOptions, _ensure_components_loaded
+    from fedhet.config.schema import COMPONENT_SECTIONS, RunOptions, load_components
     from fedhet.core.options import describe_options
     from fedhet.core.registry import ALGORITHMS
 
-    _ensure_components_loaded()
+    load_components()
     return describe_options, COMPONENT_SECTIONS, RunOptions, ALGORITHMS
 
 

@@ -11,7 +11,7 @@ Public API::
 """
 from typing import TYPE_CHECKING
 
-from fedhet.config.schema import ExperimentConfig, load_config, resolve_config
+from fedhet.config import ExperimentConfig, load_config, resolve_config
 from fedhet.core.options import ConfigError
 
 if TYPE_CHECKING:
@@ -26,14 +26,14 @@ __version__ = "0.1.0"
 
 def run_experiment(*args, **kwargs):
     """See :func:`fedhet.engine.runner.run_experiment`."""
-    from fedhet.engine.runner import run_experiment as _run
+    from fedhet.engine import run_experiment as _run
 
     return _run(*args, **kwargs)
 
 
 def resume_run(*args, **kwargs):
     """See :func:`fedhet.engine.runner.resume_run`."""
-    from fedhet.engine.runner import resume_run as _resume
+    from fedhet.engine import resume_run as _resume
 
     return _resume(*args, **kwargs)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Sequence
 
 from fedhet.core.options import ConfigError, describe_options
-from fedhet.engine.summary import CLIENT_SUMMARY_KEYS
+from fedhet.engine import CLIENT_SUMMARY_KEYS
 from fedhet.error_lines import error_line
 from fedhet.logs import NORMAL, QUIET, VERBOSE, configure_cli_logging
 
@@ -64,15 +64,14 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 
 
 def _resume_hint(run_dir: str | Path) -> str:
-    from fedhet.engine.runner import resume_command
+    from fedhet.engine import resume_command
 
     return f"resume with `{resume_command(run_dir)}`"
 
 
 def _command_run(args: argparse.Namespace) -> int:
-    from fedhet.config.schema import load_config
-    from fedhet.engine.results import RunExistsError
-    from fedhet.engine.runner import resume_run, run_experiment
+    from fedhet.config import load_config
+    from fedhet.engine import RunExistsError, resume_run, run_experiment
 
     sets = _overrides(args)
     if args.resume:
@@ -98,7 +97,7 @@ def _command_run(args: argparse.Namespace) -> int:
 
 
 def _command_check(args: argparse.Namespace) -> int:
-    from fedhet.config.schema import config_to_toml, load_config
+    from fedhet.config import config_to_toml, load_config
 
     if args.config in _COMPONENT_CHECKS and not Path(args.config).is_file():
         if not args.overrides or "=" in args.overrides[0]:
@@ -189,9 +188,9 @@ def _print_algorithms(name: str | None) -> None:
 
 
 def _command_options(args: argparse.Namespace) -> int:
-    from fedhet.config.schema import COMPONENT_SECTIONS, RunOptions, _ensure_components_loaded
+    from fedhet.config import COMPONENT_SECTIONS, RunOptions, load_components
 
-    _ensure_components_loaded()
+    load_components()
     from fedhet.system.asynchronous import AsyncOptions
     from fedhet.system.options import SystemOptions
 

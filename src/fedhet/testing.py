@@ -112,15 +112,14 @@ def _pair_for_server(name: str) -> tuple[str, str]:
 
 
 def _config(client: str, server: str, participation: Iterable[str], overrides: Iterable[str]):
-    from fedhet.config.schema import load_config
+    from fedhet.config import load_config
 
     return load_config(None, [*FEDERATION, *participation, f"client.name={client}", f"server.name={server}",
                               *overrides])
 
 
 def _simulator(config, *, participation: Any = None, backend: Any = None):
-    from fedhet.engine.assembly import simulator_from_config
-    from fedhet.engine.federation import build_federation
+    from fedhet.engine import build_federation, simulator_from_config
 
     return simulator_from_config(config, build_federation(config, torch.device("cpu")),
                                  participation=participation, backend=backend)
@@ -211,9 +210,9 @@ def _check_empty_rounds(what: str, make: Callable[..., Any]) -> None:
 
 
 def _run_checks(what: str, client: str, server: str, rounds: int, overrides: Iterable[str]) -> CheckResult:
-    from fedhet.config.schema import _ensure_components_loaded
+    from fedhet.config import load_components
 
-    _ensure_components_loaded()
+    load_components()
     overrides = list(overrides)
     config = _config(client, server, UNIFORM, overrides)
 
@@ -259,9 +258,9 @@ def import_user_modules(modules: Iterable[str]) -> None:
     replace=True)`` replaces a built-in rather than colliding with its later registration. A module
     that fails to import (an exception, a syntax error, or ``sys.exit`` at import) is reported as
     one line naming it: its own error, not fedhet's, and never a silent exit with nothing checked."""
-    from fedhet.config.schema import _ensure_components_loaded
+    from fedhet.config import load_components
 
-    _ensure_components_loaded()
+    load_components()
     for module in modules:
         path = Path(module)
         if module.endswith(".py"):

@@ -159,7 +159,7 @@ def test_refuses_tasks_off_the_cpu(pool):
 
 
 def test_usable_cpus_respects_affinity_and_threads():
-    from fedhet.backends.base import usable_cpus
+    from fedhet.core.machine import usable_cpus
     allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     assert usable_cpus() == allowed
     assert usable_cpus(1) == 1

@@ -12,13 +12,21 @@ A *unit* is a subpackage of fedhet (``fedhet.engine``) or a top-level module (``
 1. a unit imports only units of its own layer or of a lower one (no upward import);
 2. in a layer marked independent (the stages), a unit imports no other unit of that layer;
 3. no cycle between units;
-4. no cycle between the modules of one unit, except the cycles listed in ``KNOWN_MODULE_CYCLES``.
+4. no cycle between the modules of one unit, except the cycles listed in ``KNOWN_MODULE_CYCLES``;
+5. a module under ``fedhet.lab`` imports the library only through its entrances (``ENTRANCES``,
+   ``MODULE_ENTRANCES``), and from an entrance package only the names of its ``__all__``;
+6. every name in an entrance's ``__all__`` is defined and imported from the entrance by a module
+   outside its package (no dead export);
+7. no ``_name`` is imported from another module (``from x import _y``; dunder names are not private).
 """
 from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,6 +59,13 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {}
 
 # Cycles between the modules of one package (as sorted tuples), each with its reason; exact too.
 KNOWN_MODULE_CYCLES: dict[tuple[str, ...], str] = {}
+
+# The lab's door into the library (docs/design.md, "Layers"): the only library modules a module under
+# fedhet.lab imports from, with no exception. Each package declares ``__all__`` (its names are imported
+# on first use) and the lab imports only those; the top-level core modules are one file each, imported
+# by name. Both lists are exact: an entrance the lab no longer uses fails the test.
+ENTRANCES = ("fedhet.engine", "fedhet.config", "fedhet.core")
+MODULE_ENTRANCES = ("fedhet.errors", "fedhet.error_lines", "fedhet.names", "fedhet.presets")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,18 +102,22 @@ def _layer_of(unit: str) -> int:
                          "(and in docs/design.md, \"Layers\")")
 
 
+def _from_base(module: str, node: ast.ImportFrom) -> str:
+    """The absolute name of the module a ``from ... import`` in ``module`` imports from."""
+    if not node.level:
+        return node.module or ""
+    package = module.split(".")
+    if MODULES[module].name != "__init__.py":
+        package = package[:-1]
+    package = package[:len(package) - (node.level - 1)]
+    return ".".join(package + ([node.module] if node.module else []))
+
+
 def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
     """The fedhet modules (or packages) one import statement names."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names if alias.name.split(".")[0] == "fedhet"]
-    if node.level:
-        package = module.split(".")
-        if MODULES[module].name != "__init__.py":
-            package = package[:-1]
-        package = package[:len(package) - (node.level - 1)]
-        base = ".".join(package + ([node.module] if node.module else []))
-    else:
-        base = node.module or ""
+    base = _from_base(module, node)
     if base.split(".")[0] != "fedhet":
         return []
     # ``from fedhet.engine import checkpoint`` names the module fedhet.engine.checkpoint.
@@ -122,6 +141,16 @@ def _edges() -> list[Edge]:
 
 
 EDGES = _edges()
+
+
+def _import_nodes() -> list[tuple[str, ast.Import | ast.ImportFrom]]:
+    """Every import statement of src/fedhet, with its module."""
+    return [(module, node) for module, path in MODULES.items()
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+            if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+IMPORTS = _import_nodes()
 
 
 def _rule_broken(edge: Edge) -> str | None:
@@ -289,3 +318,158 @@ def test_the_design_drawing_shows_every_layer_and_unit():
             if not re.search(rf"(?<![\w.])(?:fedhet\.)?{re.escape(short)}(?!\w)", body):
                 missing.append(f"{unit} (layer {name!r})")
     assert not missing, "docs/design.md, \"Layers\": the drawing does not name " + ", ".join(missing)
+
+
+def _is_lab(module: str) -> bool:
+    return module == "fedhet.lab" or module.startswith("fedhet.lab.")
+
+
+def _door_broken(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """Rule 5 on one import statement of ``module``: its imports of the library that do not go through
+    an entrance, or take a name the entrance does not export."""
+    if not _is_lab(module):
+        return []
+    where = f"{module}:{node.lineno}"
+    if isinstance(node, ast.Import):
+        return [f"{where} imports {alias.name}: the lab writes `from <entrance> import <name>`"
+                for alias in node.names if alias.name.split(".")[0] == "fedhet" and not _is_lab(alias.name)]
+    base = _from_base(module, node)
+    if base.split(".")[0] != "fedhet" or _is_lab(base) or base in MODULE_ENTRANCES:
+        return []
+    if base not in ENTRANCES:
+        return [f"{where} imports from {base}: the lab enters the library only through "
+                + ", ".join(ENTRANCES + MODULE_ENTRANCES)]
+    exported = importlib.import_module(base).__all__
+    return [f"{where} imports {alias.name} from {base}, which is not in its __all__"
+            for alias in node.names if alias.name not in exported]
+
+
+def _private_import(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """Rule 7 on one import statement of ``module``: the ``_names`` it imports from another module."""
+    if not isinstance(node, ast.ImportFrom) or _from_base(module, node) == module:
+        return []
+    return [f"{module}:{node.lineno} imports {alias.name} from {_from_base(module, node)}"
+            for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+
+
+def _entrance_uses() -> dict[str, set[str]]:
+    """Entrance package -> the names that modules outside it import from it."""
+    uses: dict[str, set[str]] = {entrance: set() for entrance in ENTRANCES}
+    for module, node in IMPORTS:
+        if isinstance(node, ast.ImportFrom):
+            base = _from_base(module, node)
+            if base in uses and _unit(module) != base:
+                uses[base].update(alias.name for alias in node.names)
+    return uses
+
+
+def _export_problems(entrance: str, exported: list[str], used: set[str]) -> list[str]:
+    """Rule 6 on an entrance's ``__all__``: names it does not define, and names nobody outside imports."""
+    package = importlib.import_module(entrance)
+    problems = []
+    for name in exported:
+        if not hasattr(package, name):
+            problems.append(f"{entrance}.__all__ names {name}, which {entrance} does not define")
+        if name not in used:
+            problems.append(f"{entrance}.__all__ names {name}, which no module outside {entrance} imports from it")
+    return problems
+
+
+def test_the_lab_enters_the_library_through_the_entrances():
+    broken = [message for module, node in IMPORTS for message in _door_broken(module, node)]
+    assert not broken, "the lab's imports of the library (docs/design.md, \"Layers\"):\n" + "\n".join(broken)
+    entered = {_from_base(module, node) for module, node in IMPORTS
+               if _is_lab(module) and isinstance(node, ast.ImportFrom)}
+    unused = sorted(set(ENTRANCES + MODULE_ENTRANCES) - entered)
+    assert not unused, f"ENTRANCES or MODULE_ENTRANCES lists modules the lab never imports; remove them: {unused}"
+
+
+def test_every_export_of_an_entrance_is_defined_and_used():
+    uses = _entrance_uses()
+    problems = [problem for entrance in ENTRANCES
+                for problem in _export_problems(entrance, importlib.import_module(entrance).__all__, uses[entrance])]
+    assert not problems, "\n".join(problems)
+
+
+def _declared_exports(entrance: str) -> tuple[dict[str, str], dict[str, str]]:
+    """An entrance's ``__init__.py``: (its ``_EXPORTS`` table, the names its TYPE_CHECKING block imports
+    -> their modules)."""
+    package = importlib.import_module(entrance)
+    tree = ast.parse(MODULES[entrance].read_text())
+    checked = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom):
+                    checked.update({alias.name: inner.module or "" for alias in inner.names})
+    return dict(package._EXPORTS), checked
+
+
+@pytest.mark.parametrize("entrance", ENTRANCES)
+def test_an_entrance_names_each_export_once_in_its_table_its_type_imports_and_all(entrance):
+    """``__all__``, the lazy table and the TYPE_CHECKING imports list the same names from the same
+    modules, and a name resolves to the object its module defines."""
+    package = importlib.import_module(entrance)
+    table, checked = _declared_exports(entrance)
+    assert len(package.__all__) == len(set(package.__all__)), f"{entrance}.__all__ lists a name twice"
+    assert set(package.__all__) == set(table), f"{entrance}: __all__ and _EXPORTS differ"
+    assert checked == table, f"{entrance}: the TYPE_CHECKING imports and _EXPORTS differ"
+    for name, module in table.items():
+        assert getattr(package, name) is getattr(importlib.import_module(module), name)
+
+
+def test_importing_the_entrances_imports_none_of_their_modules():
+    """The exports are imported on first use (PEP 562): the entrances cost no more than ``import fedhet``."""
+    code = ("import sys, fedhet; before = set(sys.modules); import fedhet.engine, fedhet.config, fedhet.core; "
+            "print(sorted(set(sys.modules) - before - {'fedhet.engine'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(SRC), "PATH": ""}).stdout
+    assert out.strip() == "[]"
+
+
+def test_no_private_name_is_imported_from_another_module():
+    broken = [message for module, node in IMPORTS for message in _private_import(module, node)]
+    assert not broken, ("private names imported across modules (make them public under a name that says what "
+                        "they are):\n" + "\n".join(broken))
+
+
+@pytest.mark.parametrize("source, module, broken", [
+    ("from fedhet.engine.runner import run_experiment\n", "fedhet.lab.sweep.worker", "only through"),
+    ("def f():\n    from fedhet.backends.ray_backend import check_reachable\n", "fedhet.lab.sweep.plan",
+     "only through"),
+    ("import fedhet.engine.runner\n", "fedhet.lab.report.runs", "from <entrance> import"),
+    ("from fedhet.engine import RunHandle\n", "fedhet.lab.claims.pilot", "not in its __all__"),
+    ("from fedhet.engine import checkpoint\n", "fedhet.lab.claims.pilot", "not in its __all__"),
+    ("from fedhet.engine import run_experiment\n", "fedhet.lab.sweep.worker", None),
+    ("from fedhet.errors import FedhetError\n", "fedhet.lab.sweep.grid", None),
+    ("from fedhet.lab.sweep.grid import SweepError\n", "fedhet.lab.claims.pilot", None),
+    ("from fedhet.engine.runner import run_experiment\n", "fedhet.flower.commands", None),
+])
+def test_the_door_rule_catches_a_planted_import(source, module, broken):
+    node = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    messages = _door_broken(module, node)
+    if broken is None:
+        assert messages == []
+    else:
+        assert len(messages) == 1 and broken in messages[0] and messages[0].startswith(f"{module}:")
+
+
+def test_the_export_rule_catches_a_planted_export():
+    assert _export_problems("fedhet.engine", ["run_experiment"], {"run_experiment"}) == []
+    [undefined, unused] = _export_problems("fedhet.engine", ["no_such_name"], set())
+    assert "does not define" in undefined and "no module outside" in unused
+    [unused] = _export_problems("fedhet.engine", ["resume_run"], {"run_experiment"})
+    assert "resume_run" in unused and "no module outside fedhet.engine" in unused
+
+
+@pytest.mark.parametrize("source, module, broken", [
+    ("from fedhet.config.schema import _toml_string\n", "fedhet.lab.tuning.results", True),
+    ("from .tables import _helper\n", "fedhet.lab.report.client_report", True),
+    ("from torch._C import _get_tracing_state\n", "fedhet.core.params", True),
+    ("from fedhet.config.schema import toml_literal\n", "fedhet.lab.tuning.results", False),
+    ("from fedhet.core.options import __all__\n", "fedhet.config.schema", False),
+])
+def test_the_private_name_rule_catches_a_planted_import(source, module, broken):
+    node = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom))
+    messages = _private_import(module, node)
+    assert len(messages) == (1 if broken else 0)

@@ -9,7 +9,6 @@ below, so client ``i`` sees the same examples in round ``t`` whichever backend r
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, Optional, Protocol, runtime_checkable
 
 import torch
@@ -53,16 +52,6 @@ class Backend(Protocol):
         """Release what the backend started (worker processes, Ray actors); the run calls it once, at
         its end, whatever ended it."""
         ...
-
-
-def usable_cpus(threads: Optional[int] = None) -> int:
-    """CPUs this process may run on (its affinity mask, which containers and ``taskset`` restrict),
-    capped by ``run.threads`` when given: the number of cores a run may keep busy at once."""
-    try:
-        count = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        count = os.cpu_count() or 1
-    return max(1, min(count, threads) if threads is not None else count)
 
 
 def client_plan(task: FederatedTask, options: ClientOptions, work: RoundWork, client_id: int) -> LocalPlan:

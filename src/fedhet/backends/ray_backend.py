@@ -56,7 +56,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
-from fedhet.backends.base import RoundWork, client_plan, cohort_sizes, usable_cpus
+from fedhet.backends.base import RoundWork, client_plan, cohort_sizes
 from fedhet.backends.ray_watch import (
     RayLivenessWatch,
     RayWorkersLostError,
@@ -70,6 +70,7 @@ from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import LocalSolver
 from fedhet.core.cohort import Cohort
 from fedhet.core.dataset import TensorDataset
+from fedhet.core.machine import usable_cpus
 from fedhet.core.task import FederatedTask, combine_passes, eval_pass_size, eval_passes, evaluate_passes
 from fedhet.core.tempdirs import owned_temp_dir, remove_orphaned_temp_dirs
 from fedhet.errors import FedhetError

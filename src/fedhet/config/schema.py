@@ -212,13 +212,15 @@ COMPONENT_SECTIONS: dict[str, tuple[Registry, str]] = {
 SECTIONS = ("algorithm", "run", *COMPONENT_SECTIONS, "system", "asynchronous")
 
 
-def _ensure_components_loaded() -> None:
+def load_components() -> None:
+    """Import :mod:`fedhet.components`, which registers every component in the registries of
+    :mod:`fedhet.core.registry`; resolving a configuration looks names up there."""
     import fedhet.components  # noqa: F401  (registers every component)
 
 
 def resolve_config(raw: Mapping[str, Any]) -> ExperimentConfig:
     """Validate a raw nested mapping (parsed TOML plus overrides) into an :class:`ExperimentConfig`."""
-    _ensure_components_loaded()
+    load_components()
     for key, value in raw.items():
         if key == "sweep":
             # How `fedhet sweep` executes the runs (fedhet.lab.sweep.options), not what a run computes.
@@ -347,7 +349,9 @@ def load_config(path: str | Path | None, overrides: Sequence[str] | Mapping[str,
     return resolve_config(apply_overrides(raw, overrides))
 
 
-def _toml_value(value: Any) -> str:
+def toml_literal(value: Any) -> str:
+    """``value`` (bool, int, float, str, list, tuple or mapping) written as a TOML value: ``nan`` and
+    ``inf`` for the float specials, mappings as inline tables."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -361,10 +365,10 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, str):
         return _toml_string(value)
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+        return "[" + ", ".join(toml_literal(v) for v in value) + "]"
     if isinstance(value, Mapping):
         # An inline table; keys that are not bare TOML keys are quoted.
-        return "{" + ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', k) else _toml_string(k)} = {_toml_value(v)}"
+        return "{" + ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', k) else _toml_string(k)} = {toml_literal(v)}"
                                for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {value!r} to TOML")
 
@@ -388,9 +392,9 @@ def config_to_toml(config: ExperimentConfig) -> str:
     lines = ["# Resolved fedhet configuration (every option, defaults included)."]
     data = config.to_dict()
     if "algorithm" in data:
-        lines.append(f"algorithm = {_toml_value(data.pop('algorithm'))}")
+        lines.append(f"algorithm = {toml_literal(data.pop('algorithm'))}")
     for section, values in data.items():
         lines.append(f"\n[{section}]")
         for key, value in values.items():
-            lines.append(f"{key} = {_toml_value('none' if value is None else value)}")
+            lines.append(f"{key} = {toml_literal('none' if value is None else value)}")
     return "\n".join(lines) + "\n"

@@ -104,7 +104,9 @@ class WordTokenizer:
         return out
 
 
-def _hugging_face_encoder(directory: str | Path, max_length: int):
+def hugging_face_encoder(directory: str | Path, max_length: int):
+    """The text encoder of a saved Hugging Face tokenizer in ``directory`` (nothing is downloaded);
+    ``transformers`` is imported here, only when ``data.tokenizer`` names one."""
     try:
         from transformers import AutoTokenizer
     except ImportError as error:
@@ -153,7 +155,7 @@ def load_agnews(root: str | Path, *, tokenizer: str | Path | None = None, vocab_
     train_labels, train_texts = read_agnews_csv(base / "train.csv")
     test_labels, test_texts = read_agnews_csv(base / "test.csv")
     if tokenizer is not None:
-        encode = _hugging_face_encoder(tokenizer, max_length)
+        encode = hugging_face_encoder(tokenizer, max_length)
         train_ids, test_ids = encode(train_texts), encode(test_texts)
     else:
         word_tokenizer = WordTokenizer.fit(train_texts, vocab_size)

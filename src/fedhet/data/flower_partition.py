@@ -222,7 +222,7 @@ def _checked(parts: list[np.ndarray], name: str, num_clients: Optional[int]) -> 
 def make_flower_partition(options: FlowerOptions, *, targets: torch.Tensor, num_classes: int, seed: int,
                           natural: Optional[list[torch.Tensor]] = None) -> list[torch.Tensor]:
     """A Flower Datasets partitioner (flwr_datasets.partitioner) on fedhet's own labels, no hub access."""
-    from fedhet.data.partition import _check_targets
+    from fedhet.data.partition import checked_labels
 
-    labels = _check_targets(targets, num_classes)
+    labels = checked_labels(targets, num_classes)
     return flower_partition(options, labels, options.seed if options.seed is not None else seed, natural)

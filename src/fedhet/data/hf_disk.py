@@ -38,7 +38,7 @@ import torch
 from fedhet.core.dataset import DatasetBundle, TensorDataset
 from fedhet.core.options import ConfigError, option
 from fedhet.core.registry import DATASETS
-from fedhet.data.agnews import WordTokenizer, _hugging_face_encoder
+from fedhet.data.agnews import WordTokenizer, hugging_face_encoder
 from fedhet.data.errors import DatasetFileError
 from fedhet.data.hf_layout import saved_dataset_files
 from fedhet.data.validation import DataOptions
@@ -177,7 +177,7 @@ def _image_inputs(train_values: list, test_values: list, column: str) -> tuple[t
 
 def _text_inputs(train_values: list, test_values: list, options: HfDiskOptions) -> tuple[torch.Tensor, torch.Tensor]:
     if options.tokenizer is not None:
-        encode = _hugging_face_encoder(options.tokenizer, options.max_length)
+        encode = hugging_face_encoder(options.tokenizer, options.max_length)
         return encode(train_values), encode(test_values)
     tokenizer = WordTokenizer.fit(train_values, options.vocab_size)
     return tokenizer.encode(train_values, options.max_length), tokenizer.encode(test_values, options.max_length)

@@ -308,7 +308,8 @@ def _seed(options: PartitionOptions | NaturalOptions, seed: int) -> int:
     return options.seed if options.seed is not None else seed
 
 
-def _check_targets(targets: torch.Tensor, num_classes: int) -> np.ndarray:
+def checked_labels(targets: torch.Tensor, num_classes: int) -> np.ndarray:
+    """The targets as a label array, checked to lie below ``num_classes``."""
     labels = _labels_array(targets)
     if labels.size and labels.max() >= num_classes:
         raise ValueError(f"targets range up to {labels.max()}, but the dataset has {num_classes} classes")
@@ -332,7 +333,7 @@ def make_iid_partition(options: IidOptions, *, targets: torch.Tensor, num_classe
 def make_dirichlet_partition(options: DirichletOptions, *, targets: torch.Tensor, num_classes: int, seed: int,
                              natural: Optional[list[torch.Tensor]] = None) -> list[torch.Tensor]:
     """Label-Dirichlet (Hsu et al. 2019): each class split over clients by Dir(alpha) shares."""
-    labels = _check_targets(targets, num_classes)
+    labels = checked_labels(targets, num_classes)
     _require_examples("num_clients", options.num_clients, options.num_clients * max(options.min_size, 1), len(labels),
                       "num_clients * max(min_size, 1)")
     return dirichlet_partition(labels, options.num_clients, options.alpha, _seed(options, seed),
@@ -343,7 +344,7 @@ def make_dirichlet_partition(options: DirichletOptions, *, targets: torch.Tensor
 def make_client_dirichlet_partition(options: ClientDirichletOptions, *, targets: torch.Tensor, num_classes: int,
                                     seed: int, natural: Optional[list[torch.Tensor]] = None) -> list[torch.Tensor]:
     """Per-client Dir(alpha) label mixes, classes split in proportion (FedAU's code)."""
-    labels = _check_targets(targets, num_classes)
+    labels = checked_labels(targets, num_classes)
     _require_examples("num_clients", options.num_clients, options.num_clients * max(options.min_size, 1), len(labels),
                       "num_clients * max(min_size, 1)")
     return client_dirichlet_partition(labels, options.num_clients, options.alpha, _seed(options, seed),
@@ -354,7 +355,7 @@ def make_client_dirichlet_partition(options: ClientDirichletOptions, *, targets:
 def make_shard_partition(options: ShardOptions, *, targets: torch.Tensor, num_classes: int, seed: int,
                          natural: Optional[list[torch.Tensor]] = None) -> list[torch.Tensor]:
     """Pathological shards (McMahan et al. 2017): label-sorted shards, shards_per_client each."""
-    labels = _check_targets(targets, num_classes)
+    labels = checked_labels(targets, num_classes)
     _require_examples("num_clients", options.num_clients, options.num_clients * options.shards_per_client,
                       len(labels), "num_clients * shards_per_client")
     return shard_partition(labels, options.num_clients, options.shards_per_client, _seed(options, seed))

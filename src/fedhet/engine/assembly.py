@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from fedhet.algorithms import Algorithm, build as build_algorithm
-from fedhet.backends.base import Backend, usable_cpus
+from fedhet.backends.base import Backend
 from fedhet.config.schema import ExperimentConfig, RunOptions
+from fedhet.core.machine import usable_cpus
 from fedhet.core.registry import PARTICIPATION
 from fedhet.core.store import StoreOptions
 from fedhet.engine.async_loop import async_simulator_type

@@ -28,13 +28,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from fedhet.backends.base import Backend, usable_cpus
+from fedhet.backends.base import Backend
 from fedhet.backends.processes import ProcessPoolBackend, fork_available
 from fedhet.backends.ray_backend import RaySettings
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.backends.vectorized import VectorizedBackend, unsupported_reason
 from fedhet.client.base import LocalSolver
 from fedhet.config.schema import ExperimentConfig
+from fedhet.core.machine import usable_cpus
 from fedhet.core.task import FederatedTask
 
 BACKENDS = ("auto", "sequential", "vectorized", "processes", "ray")

@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from fedhet.backends.base import usable_cpus
+from fedhet.core.machine import usable_cpus
 from fedhet.core.options import ConfigError
 
 

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from fedhet.config.schema import ExperimentConfig, config_to_toml, resolve_config
+from fedhet.config import ExperimentConfig, config_to_toml, resolve_config
 from fedhet.core.options import ConfigError
 from fedhet.errors import FedhetError
 
 if TYPE_CHECKING:
-    from fedhet.engine.federation import Federation
+    from fedhet.engine import Federation
 
 FLOWER_EXTRA = "pip install 'fedhet[flower]'"
 
@@ -77,8 +77,7 @@ def check_deployable(config: ExperimentConfig) -> None:
 def build_federation(config: ExperimentConfig) -> Federation:
     """Device, torch threads (``run.threads``, one by default: the same reduction order as
     ``fedhet run``) and the federation (data, partition, model) of ``config``."""
-    from fedhet.engine.device import configure_threads, resolve_device
-    from fedhet.engine.federation import build_federation as build
+    from fedhet.engine import build_federation as build, configure_threads, resolve_device
 
     device = resolve_device(config.run.device)
     configure_threads(config.run.threads, device)
@@ -87,6 +86,6 @@ def build_federation(config: ExperimentConfig) -> Federation:
 
 def storage_dtype(config: ExperimentConfig) -> torch.dtype:
     """The torch dtype per-client rows are stored in (:func:`fedhet.engine.assembly.storage_dtype_name`)."""
-    from fedhet.engine.assembly import storage_dtype_name
+    from fedhet.engine import storage_dtype_name
 
     return getattr(torch, storage_dtype_name(config.run))

@@ -21,7 +21,7 @@ from flwr.clientapp import ClientApp
 
 from fedhet.backends.base import RoundWork
 from fedhet.backends.sequential import SequentialBackend
-from fedhet.engine.determinism import deterministic_kernels
+from fedhet.engine import deterministic_kernels
 from fedhet.errors import FedhetError
 from fedhet.flower import build
 from fedhet.flower.messages import (
@@ -74,7 +74,7 @@ def _node(config_text: str) -> tuple[Any, Any, Any, str]:
     """(config, federation, solver, fingerprint) of a run config; cached, so a process that handles
     several messages (an in-process grid) builds the federation once."""
     from fedhet.algorithms import build as build_algorithm
-    from fedhet.engine.fingerprint import config_fingerprint
+    from fedhet.engine import config_fingerprint
 
     config = build.config_from_text(config_text)
     build.check_deployable(config)

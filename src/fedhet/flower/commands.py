@@ -30,7 +30,7 @@ def _settings(args: argparse.Namespace, config: Any, result_dir: str):
 
 
 def _load(args: argparse.Namespace) -> Any:
-    from fedhet.config.schema import load_config
+    from fedhet.config import load_config
 
     return load_config(args.config, args.set or [])
 
@@ -51,8 +51,7 @@ def simulate(config: Any, run_dir: Path) -> torch.Tensor:
     """The final model of ``fedhet run`` on ``config`` (run in ``run_dir``; its last checkpoint)."""
     from dataclasses import replace
 
-    from fedhet.engine import checkpoint as ckpt
-    from fedhet.engine.runner import run_experiment
+    from fedhet.engine import checkpoint as ckpt, run_experiment
 
     config = replace(config, run=replace(config.run, progress=False))
     run_experiment(config, run_dir, overwrite=True)

@@ -24,8 +24,7 @@ import torch
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from fedhet.engine.assembly import simulator_from_config
-from fedhet.engine.simulator import Simulator
+from fedhet.engine import Simulator, simulator_from_config
 from fedhet.flower import build
 from fedhet.flower.backend import ConnectedClients, FlowerBackend, discover_nodes
 from fedhet.flower.settings import AppSettings
@@ -55,8 +54,7 @@ class ServerResult:
 def run_server(grid: Grid, settings: AppSettings) -> ServerResult:
     """Run ``run.rounds`` rounds of the config's method over the SuperNodes of ``grid``."""
     from fedhet.core.task import evaluate
-    from fedhet.engine.fingerprint import config_fingerprint
-    from fedhet.engine.preflight import check_run_resources
+    from fedhet.engine import check_run_resources, config_fingerprint
 
     config = build.config_from_text(settings.config_text)
     build.check_deployable(config)

@@ -50,11 +50,11 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from fedhet.config.schema import read_toml_file
+from fedhet.config import read_toml_file
 from fedhet.errors import FedhetError
 from fedhet.lab.claims.same_as import SAME_AS, TIER_TABLES, TUNED, SameAsError, resolve_same_as
 from fedhet.lab.claims.verdict import QUANTIFIERS, ROLES
-from fedhet.lab.sweep.grid import SweepError, Variant, _flatten_variant
+from fedhet.lab.sweep.grid import SweepError, Variant, variant_overrides
 
 PROTOCOLS_FILE = "protocols.toml"
 # The pre-registered tuning plan beside the protocols (fedhet.lab.tuning.preregistered): not a claim.
@@ -291,8 +291,8 @@ def _method(path: Path, protocol: str, name: str, table: Any, resolved: Mapping[
     tuned = tuple(resolved.pop(TUNED, ()))
     tiers = {tier: resolved.pop(tier) for tier in TIER_TABLES if tier in resolved}
     try:
-        overrides = _flatten_variant(path, f"protocol.{protocol}.method.{name}", _nested(resolved))
-        tiers = {tier: _flatten_variant(path, f"protocol.{protocol}.method.{name}.{tier}", _nested(values))
+        overrides = variant_overrides(path, f"protocol.{protocol}.method.{name}", _nested(resolved))
+        tiers = {tier: variant_overrides(path, f"protocol.{protocol}.method.{name}.{tier}", _nested(values))
                  for tier, values in tiers.items()}
     except SweepError as error:
         raise _fail(where, str(error)) from None
@@ -387,10 +387,7 @@ def _option_kind(key: str) -> Optional[str]:
     has (``run.rounds``, ``client.epochs``); None for another key (a method's own option)."""
     import typing
 
-    from fedhet.client.base import ClientOptions
-    from fedhet.config.schema import RunOptions
-    from fedhet.server.base import ServerOptions
-    from fedhet.system.options import SystemOptions
+    from fedhet.config import ClientOptions, RunOptions, ServerOptions, SystemOptions
 
     section, _, name = key.partition(".")
     options = {"run": RunOptions, "client": ClientOptions, "server": ServerOptions, "system": SystemOptions}.get(section)

@@ -43,7 +43,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from fedhet.engine.run_handle import DIVERGED_FILE
+from fedhet.engine import DIVERGED_FILE
 from fedhet.lab.claims.definitions import Claim, ClaimsSuite, Comparison, Side
 from fedhet.lab.claims.planning import PENDING_GAP, plan_claims, protocol_dir, regime_gaps, sides_pair
 from fedhet.lab.claims.run_checks import usable

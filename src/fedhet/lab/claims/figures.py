@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-from fedhet.core.io import atomic_savefig
+from fedhet.core import atomic_savefig
 from fedhet.lab.claims.definitions import Side
 from fedhet.lab.claims.evaluate import ClaimResult
 from fedhet.lab.report.grouping import Group

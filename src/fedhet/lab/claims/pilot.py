@@ -18,7 +18,7 @@ import dataclasses
 import math
 from typing import Any, Mapping, Optional, Sequence
 
-from fedhet.engine.summary import last_fraction_mean
+from fedhet.engine import last_fraction_mean
 
 TARGET_FRACTION = 0.99       # of the best method's last-10% validation accuracy
 DELTA_FRACTION = 0.1         # of the baseline's pilot rounds to the target

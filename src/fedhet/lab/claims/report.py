@@ -17,7 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from fedhet.core.io import atomic_write_json, atomic_write_text
+from fedhet.core import atomic_write_json, atomic_write_text
 from fedhet.lab.claims.definitions import ClaimsSuite
 from fedhet.lab.claims.evaluate import ClaimResult
 from fedhet.lab.claims.figures import claim_figures

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Mapping, Optional
 
-from fedhet.engine.callbacks import scan_metrics
+from fedhet.engine import scan_metrics
 from fedhet.lab.report.runs import RunData
 from fedhet.lab.sweep.plan import PlannedRun, config_differences
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
-from fedhet.core.options import ConfigError
+from fedhet.config import ConfigError
 from fedhet.errors import FedhetError
 from fedhet.lab.commands.executor_flags import add_executor_flags
 from fedhet.lab.commands.shared import EXIT_FAILED_RUNS, EXIT_INPUT_ERROR, EXIT_OK, console_streams, run_plan, say
@@ -202,8 +202,8 @@ def export_command(*, out: str, claims_dir: Optional[str] = None, only: Optional
     """Write each planned run's resolved ``config.toml`` into ``OUT/<protocol>/<run name>/``, the layout
     ``claims run`` uses, without running anything (so the runs can be inspected, or run elsewhere with
     ``fedhet run OUT/<protocol>/<run>/config.toml``)."""
-    from fedhet.config.schema import config_to_toml
-    from fedhet.core.io import atomic_write_text
+    from fedhet.config import config_to_toml
+    from fedhet.core import atomic_write_text
     from fedhet.lab.claims.planning import protocol_of
 
     stdout, stderr = console_streams(stdout, stderr)
@@ -212,7 +212,7 @@ def export_command(*, out: str, claims_dir: Optional[str] = None, only: Optional
     except (FedhetError, ConfigError) as error:
         say(f"fedhet claims: {error}", stderr)
         return EXIT_INPUT_ERROR
-    from fedhet.engine.rundir_lock import DirectoryLock
+    from fedhet.engine import DirectoryLock
 
     # The --out lock: a live `claims run` (or sweep) there holds it, and its runs' configurations
     # must not change under it. A run directory that already holds another config.toml (a finished
@@ -237,7 +237,7 @@ def export_command(*, out: str, claims_dir: Optional[str] = None, only: Optional
 
 def _existing_text(path: Path) -> Optional[str]:
     """The text of a run's ``config.toml``, None when there is none (a FIFO or device is not read)."""
-    from fedhet.core.io import NotAPlainFileError, read_small_file
+    from fedhet.core import NotAPlainFileError, read_small_file
 
     try:
         return read_small_file(path).decode("utf-8", errors="replace")
@@ -297,7 +297,7 @@ def run_command(*, claims_dir: Optional[str] = None, only: Optional[str] = None,
 
 def gpu_present() -> bool:
     """Whether ``run.device = "auto"`` (every protocol's) would put a run on a CUDA GPU."""
-    from fedhet.engine.device import resolve_device
+    from fedhet.engine import resolve_device
 
     return resolve_device("auto").type == "cuda"
 
@@ -340,7 +340,7 @@ def rejudge_command(*, record: str, out: Optional[str] = None, stdout: Optional[
     comparison's and claim's recorded and new outcome; with ``out``, write the new record there."""
     import json
 
-    from fedhet.core.io import atomic_write_json
+    from fedhet.core import atomic_write_json
     from fedhet.lab.claims.rejudge import rejudge
     from fedhet.lab.claims.render import rejudge_table, results_json
 
@@ -366,8 +366,8 @@ def rejudge_command(*, record: str, out: Optional[str] = None, stdout: Optional[
 def pilot_command(*, runs: list[str], stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
     """The FedSpeed claim's pilot (:mod:`fedhet.lab.claims.pilot`) from ``METHOD=RUN_DIR`` pairs: print the late
     target and each method's delta as the claim file's keys."""
-    from fedhet.config.schema import load_config
-    from fedhet.engine.callbacks import read_metrics
+    from fedhet.config import load_config
+    from fedhet.engine import read_metrics
     from fedhet.lab.claims.pilot import pilot
 
     stdout, stderr = console_streams(stdout, stderr)

@@ -17,7 +17,7 @@ from fedhet.lab.tuning.trials import ConfigTrialRunner
 def tune_command(config: str, params: Sequence[str], *, sampler: str = "grid", trials: Optional[int] = None,
                  criterion: Optional[str] = None, jobs: int = 1, out: Optional[str] = None, seed: int = 0,
                  sets: Sequence[str] = (), command: str = "") -> int:
-    from fedhet.config.schema import parse_override
+    from fedhet.config import parse_override
 
     space = tuple(parse_parameter(text) for text in params)
     overrides = dict(parse_override(item) for item in sets)

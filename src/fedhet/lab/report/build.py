@@ -25,7 +25,7 @@ import math
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from fedhet.core.io import atomic_write_json, atomic_write_text
+from fedhet.core import atomic_write_json, atomic_write_text
 from fedhet.lab.report.baseline import check_baseline_found, compare_to_baseline
 from fedhet.lab.report.client_report import client_rows, plot_client_distribution
 from fedhet.lab.report.data import Report, ReportFiles, ReportSection, Row

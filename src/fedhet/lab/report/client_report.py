@@ -16,11 +16,11 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from fedhet.core.io import atomic_savefig
-from fedhet.engine.summary import CLIENT_RECORD_KEYS
+from fedhet.core import atomic_savefig
+from fedhet.engine import CLIENT_RECORD_KEYS
 from fedhet.lab.report.grouping import Group
 from fedhet.lab.report.stats import Stat, describe
-from fedhet.lab.report.tables import _pm
+from fedhet.lab.report.tables import mean_std_text
 
 CLIENT_FILE = "client_accuracy.json"
 COLUMN_TITLES = ("algorithm", "seeds", "client mean acc. (%)", "client std (pp)", "worst-10% acc. (%)",
@@ -59,7 +59,7 @@ def client_rows(groups: Sequence[Group]) -> list[ClientRow]:
 def row_cells(row: ClientRow) -> list[str]:
     rounds = sorted(set(row.rounds))
     return [row.name, str(row.seeds),
-            *(_pm(row.stats[key].mean, row.stats[key].std, ".2f", 100.0) for key in CLIENT_RECORD_KEYS),
+            *(mean_std_text(row.stats[key].mean, row.stats[key].std, ".2f", 100.0) for key in CLIENT_RECORD_KEYS),
             ", ".join(str(r) for r in rounds)]
 
 
@@ -77,7 +77,7 @@ def plot_client_distribution(groups: Sequence[Group], path: str | os.PathLike, *
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from fedhet.lab.report.plots import _colours, wrapped_title
+    from fedhet.lab.report.plots import distinct_colours, wrapped_title
 
     curves = [(group, _client_accuracies(group)) for group in groups]
     curves = [(group, values) for group, values in curves if values.size]
@@ -86,7 +86,7 @@ def plot_client_distribution(groups: Sequence[Group], path: str | os.PathLike, *
     figure = Figure(figsize=(8.0, 4.2), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    for (group, values), colour in zip(curves, _colours(len(curves))):
+    for (group, values), colour in zip(curves, distinct_colours(len(curves))):
         fraction = np.arange(1, values.size + 1) / values.size
         axes.step(values, fraction, where="post", color=colour, linewidth=1.4,
                   label=f"{group.display or group.label} ({values.size} clients)")

@@ -17,7 +17,7 @@ import csv
 import io
 from typing import Any, Optional
 
-from fedhet.engine.summary import CLIENT_RECORD_KEYS
+from fedhet.engine import CLIENT_RECORD_KEYS
 from fedhet.lab.report.data import Report, ReportSection
 from fedhet.lab.report.grouping import format_value, varying_keys
 from fedhet.lab.report.stats import METRICS

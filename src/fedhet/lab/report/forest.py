@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-from fedhet.core.io import atomic_savefig
+from fedhet.core import atomic_savefig
 
 # Outcome -> colour. The names are the verdict rule's per-comparison outcomes (docs/claims.md);
 # "not tested" is a comparison below its protocol's regime, drawn light so it reads as a trend only.

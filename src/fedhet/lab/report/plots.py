@@ -18,7 +18,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from fedhet.core.io import atomic_savefig
+from fedhet.core import atomic_savefig
 from fedhet.lab.report.grouping import Group
 
 CURVES = {
@@ -61,7 +61,7 @@ def method_colours(groups: Sequence[Group]) -> dict[str, Any]:
     """One colour per row label (the method or variant), in order of first appearance, so a method
     has the same colour in every panel and figure of a report."""
     labels = list(dict.fromkeys(group.label for group in groups))
-    return dict(zip(labels, _colours(len(labels))))
+    return dict(zip(labels, distinct_colours(len(labels))))
 
 
 def _draw_bands(axes, groups: Sequence[Group], key: str, colours: dict[str, Any], x_key: str) -> bool:
@@ -72,7 +72,7 @@ def _draw_bands(axes, groups: Sequence[Group], key: str, colours: dict[str, Any]
         band = seed_band(group, key, x_key)
         if not len(band.rounds):
             continue
-        colour = colours.get(group.label) or _colours(1)[0]
+        colour = colours.get(group.label) or distinct_colours(1)[0]
         count = seen.get(group.label, 0)
         seen[group.label] = count + 1
         style = styles[count % len(styles)]
@@ -141,7 +141,7 @@ def plot_small_multiples(panels: Sequence[tuple[str, Sequence[Group]]], key: str
     for row in grid:
         row[0].set_ylabel(CURVES.get(key, (key, key))[0], fontsize=8)
     shown = list(dict.fromkeys(group.label for _name, groups in panels for group in groups))
-    handles = [Line2D([], [], color=colours.get(label, _colours(1)[0]), linewidth=2, label=label) for label in shown]
+    handles = [Line2D([], [], color=colours.get(label, distinct_colours(1)[0]), linewidth=2, label=label) for label in shown]
     figure.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
     figure.suptitle(wrapped_title(title, width=100), fontsize=10)
     atomic_savefig(figure, path, dpi=100)
@@ -158,7 +158,8 @@ def wrapped_title(title: str, width: int = TITLE_WIDTH) -> str:
     return "\n".join(textwrap.wrap(title, width=width, break_on_hyphens=False)) or title
 
 
-def _colours(count: int) -> list:
+def distinct_colours(count: int) -> list:
+    """``count`` colours of matplotlib's tab10 (tab20 above ten), repeating past the map's size."""
     from matplotlib import colormaps
 
     cmap = colormaps["tab10" if count <= 10 else "tab20"]

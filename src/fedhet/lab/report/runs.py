@@ -12,10 +12,9 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from fedhet.config.schema import ExperimentConfig, load_config
-from fedhet.core.io import NotAPlainFileError, read_small_file
-from fedhet.core.options import ConfigError
-from fedhet.engine.callbacks import scan_metrics
+from fedhet.config import ConfigError, ExperimentConfig, load_config
+from fedhet.core import NotAPlainFileError, read_small_file
+from fedhet.engine import scan_metrics
 from fedhet.errors import FedhetError
 from fedhet.lab.sweep.plan import SWEEP_FILE, SWEEP_RUN_FILE, read_summary, summary_is_complete
 

@@ -22,7 +22,7 @@ import dataclasses
 import math
 from typing import Any, Optional, Sequence
 
-from fedhet.engine.summary import rounds_to_target
+from fedhet.engine import rounds_to_target
 from fedhet.lab.report.runs import RunData, finite
 
 METRICS = ("final_accuracy", "best_accuracy", "last_accuracy", "e_ludd", "seconds_per_round")

@@ -20,7 +20,9 @@ def column_titles(window: str, targets: tuple[float, ...]) -> list[str]:
             + [f"rounds to {100 * t:g}%" for t in targets] + ["s/round"])
 
 
-def _pm(mean: Optional[float], std: Optional[float], fmt: str, scale: float = 1.0) -> str:
+def mean_std_text(mean: Optional[float], std: Optional[float], fmt: str, scale: float = 1.0) -> str:
+    """A table cell ``mean ± std`` (``mean`` alone without a std, ``–`` without a mean), both times
+    ``scale`` and formatted with ``fmt``."""
     if mean is None:
         return "–"
     text = format(scale * mean, fmt)
@@ -29,14 +31,14 @@ def _pm(mean: Optional[float], std: Optional[float], fmt: str, scale: float = 1.
 
 def stat_cell(name: str, stat: Stat) -> str:
     if name in ACCURACY_METRICS:
-        return _pm(stat.mean, stat.std, ".2f", 100.0)
+        return mean_std_text(stat.mean, stat.std, ".2f", 100.0)
     if name == "e_ludd":
-        return _pm(stat.mean, stat.std, ".2f")
-    return _pm(stat.mean, stat.std, ".3g")
+        return mean_std_text(stat.mean, stat.std, ".2f")
+    return mean_std_text(stat.mean, stat.std, ".3g")
 
 
 def target_cell(stat: TargetStat) -> str:
-    return f"{_pm(stat.mean, stat.std, '.1f')} ({stat.reached}/{stat.n})"
+    return f"{mean_std_text(stat.mean, stat.std, '.1f')} ({stat.reached}/{stat.n})"
 
 
 def seeds_cell(seeds: list[int], unfinished: int) -> str:

@@ -15,9 +15,9 @@ from typing import Sequence
 
 import numpy as np
 
-from fedhet.core.io import atomic_savefig
+from fedhet.core import atomic_savefig
 from fedhet.lab.report.grouping import Group
-from fedhet.lab.report.plots import _colours, wrapped_title
+from fedhet.lab.report.plots import distinct_colours, wrapped_title
 
 # Plot keys of the report's sections drawn here, and their captions.
 TIME_CURVES = {"test_accuracy_time": "test accuracy over virtual seconds: mean over seeds, band = ± sample std"}
@@ -50,7 +50,7 @@ def plot_accuracy_against_time(groups: Sequence[Group], path: str | os.PathLike,
     figure = Figure(figsize=(8.0, 4.2), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    for (group, (seconds, mean, std, seeds)), colour in zip(bands, _colours(len(bands))):
+    for (group, (seconds, mean, std, seeds)), colour in zip(bands, distinct_colours(len(bands))):
         if not len(seconds):
             continue
         axes.plot(seconds, mean, color=colour, linewidth=1.4, label=f"{group.display or group.label} (n={seeds})")

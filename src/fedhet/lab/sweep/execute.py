@@ -24,12 +24,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
-from fedhet.core.io import atomic_write_json
-from fedhet.core.log_files import append_log_text, check_log_file
-from fedhet.engine.callbacks import Callback, read_metrics
-from fedhet.engine.dataset_cache import DatasetCache
-from fedhet.engine.rundir import clear_run_directory
-from fedhet.engine.rundir_lock import DirectoryLock
+from fedhet.core import append_log_text, atomic_write_json, check_log_file
+from fedhet.engine import Callback, DatasetCache, DirectoryLock, clear_run_directory, read_metrics
 from fedhet.lab.sweep.grid import SweepError
 from fedhet.lab.sweep.options import SweepOptions
 from fedhet.lab.sweep.outcome import RunOutcome, show_outcome, tail_of
@@ -64,7 +60,7 @@ class SweepResult:
 
 
 def default_jobs() -> int:
-    from fedhet.backends.base import usable_cpus
+    from fedhet.core import usable_cpus
 
     return usable_cpus()
 

@@ -26,8 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from fedhet.config.schema import SECTIONS, parse_override, read_toml_file
-from fedhet.core.options import ConfigError
+from fedhet.config import SECTIONS, ConfigError, parse_override, read_toml_file
 from fedhet.errors import FedhetError
 
 # Characters kept in run names; anything else becomes "_" so a name is one safe path component.
@@ -120,7 +119,9 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     return tuple(seeds)
 
 
-def _flatten_variant(path: Path, name: str, table: Any) -> dict[str, Any]:
+def variant_overrides(path: Path, name: str, table: Any) -> dict[str, Any]:
+    """A variant's table of sections (``[name]`` of a variants file, read from ``path``) as flat
+    overrides ``section.key -> value`` (``algorithm`` stays a key); an unknown section or key is an error."""
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: {name}", table, "each top-level entry of a variants file must be a table "
                           f"[{name}] holding the variant's sections (server.name = ..., client.mu = ...)")
@@ -152,7 +153,7 @@ def load_variants(path: str | Path) -> list[Variant]:
         if not _VARIANT_NAME.fullmatch(name) or len(name) > VARIANT_NAME_MAX_LENGTH:
             raise ConfigError(f"{path}: [{name}]", name, f"a variant name uses letters, digits and . _ + -, at "
                               f"most {VARIANT_NAME_MAX_LENGTH} characters (it becomes part of run directory names)")
-        variants.append(Variant(name, _flatten_variant(path, name, table)))
+        variants.append(Variant(name, variant_overrides(path, name, table)))
     return variants
 
 

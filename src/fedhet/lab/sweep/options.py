@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Optional
 
-from fedhet.core.options import ConfigError, build_options, option
+from fedhet.config import ConfigError, build_options, option
 
 SECTION = "sweep"
 EXECUTORS = ("local", "ray")

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Optional
 
-from fedhet.core.log_files import UnsafeLogFileError, read_log_tail
+from fedhet.core import UnsafeLogFileError, read_log_tail
 from fedhet.lab.sweep.plan import PlannedRun
 from fedhet.lab.sweep.progress import DONE, FAILED, SweepProgress
 

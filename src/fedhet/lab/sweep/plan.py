@@ -25,10 +25,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from fedhet.config.schema import ExperimentConfig, apply_overrides, load_config, parse_override, resolve_config
-from fedhet.core.io import NotAPlainFileError, read_small_file
-from fedhet.core.options import ConfigError
-from fedhet.engine.checkpoint import has_checkpoint
+from fedhet.config import ConfigError, ExperimentConfig, apply_overrides, load_config, parse_override, resolve_config
+from fedhet.core import NotAPlainFileError, read_small_file
+from fedhet.engine import has_checkpoint
 from fedhet.lab.sweep.grid import GridAxis, SweepError, Variant, run_name, setting_name
 from fedhet.lab.sweep.options import SECTION as SWEEP_SECTION, SweepOptions, sweep_options
 from fedhet.names import check_name
@@ -127,7 +126,7 @@ def _normalise_overrides(sets: Sequence[str] | Mapping[str, Any]) -> dict[str, A
 def _component_chosen(section: str, overrides: Mapping[str, Any]) -> Optional[str]:
     """The ``client`` / ``server`` component ``overrides`` choose (its name, or the half of the
     algorithm it names), or None when they leave the base file's."""
-    from fedhet.core.registry import ALGORITHMS
+    from fedhet.config import ALGORITHMS
 
     name = overrides.get(f"{section}.name")
     if name is None and "algorithm" in overrides:
@@ -141,10 +140,9 @@ def _drop_options_the_method_lacks(raw: dict[str, Any], overrides: Mapping[str, 
     overrides choose does not take (a preset's ``server.alpha`` for FedAWARE, in the FedAvg variant of
     an algorithm sweep), and those keys. Only the base file's keys are carried this way: an option an
     override itself sets is kept, and still refused when the method lacks it."""
-    from fedhet.config.schema import _ensure_components_loaded
-    from fedhet.core.registry import CLIENT_SOLVERS, SERVERS
+    from fedhet.config import CLIENT_SOLVERS, SERVERS, load_components
 
-    _ensure_components_loaded()           # the registries, ALGORITHMS included
+    load_components()           # the registries, ALGORITHMS included
     dropped: list[str] = []
     for section, registry in (("client", CLIENT_SOLVERS), ("server", SERVERS)):
         name, table = _component_chosen(section, overrides), raw.get(section)

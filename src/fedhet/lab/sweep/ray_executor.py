@@ -49,11 +49,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from fedhet.core.log_files import append_log_text
-from fedhet.core.tempdirs import owned_temp_dir, remove_orphaned_temp_dirs
-from fedhet.engine.callbacks import Callback
-from fedhet.engine.rundir import clear_run_directory
-from fedhet.engine.rundir_lock import DirectoryLock, RunDirectoryInUseError
+from fedhet.core import append_log_text, owned_temp_dir, remove_orphaned_temp_dirs
+from fedhet.engine import Callback, DirectoryLock, RunDirectoryInUseError, clear_run_directory
 from fedhet.lab.sweep.grid import SweepError
 from fedhet.lab.sweep.options import SweepOptions
 from fedhet.lab.sweep.outcome import RunOutcome, show_outcome, tail_of
@@ -170,7 +167,7 @@ def remote_run(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _execute(request: dict[str, Any], run_dir: Path, shared: bool, emit) -> None:
     """Run (or resume) the run in ``run_dir``; ends by emitting the final message."""
-    from fedhet.config.schema import resolve_config
+    from fedhet.config import resolve_config
     from fedhet.error_lines import error_line, is_user_error
 
     pending: list[str] = []
@@ -229,7 +226,7 @@ def ray_session(ray: Any, address: Optional[str]) -> Iterator[None]:
         yield
         return
     if address:
-        from fedhet.backends.ray_backend import RayClusterUnreachableError, check_reachable
+        from fedhet.engine import RayClusterUnreachableError, check_reachable
 
         try:      # bounded: ray.init retries an address where no head answers for ever
             check_reachable(address, what="--ray-address")
@@ -244,7 +241,7 @@ def ray_session(ray: Any, address: Optional[str]) -> Iterator[None]:
         finally:
             ray.shutdown()
         return
-    from fedhet.backends.base import usable_cpus
+    from fedhet.core import usable_cpus
 
     remove_orphaned_temp_dirs(RAY_TEMP_PREFIX)       # left by a driver killed before its `finally`
     temp_dir = str(owned_temp_dir(RAY_TEMP_PREFIX))
@@ -314,7 +311,7 @@ class RaySweepExecutor:
         run = attempt.run
         if attempt.resume and self.options.ray_transfer != "shared":
             attempt.files_ref = self.ray.put(read_run_files(run.run_dir))
-        from fedhet.config.schema import config_to_toml
+        from fedhet.config import config_to_toml
 
         request = {"name": run.name, "run_dir": str(run.run_dir.resolve()), "resume": attempt.resume,
                    "config_toml": None if attempt.resume else config_to_toml(run.config),

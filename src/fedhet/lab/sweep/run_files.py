@@ -23,10 +23,8 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Iterable, Mapping, Optional
 
-from fedhet.core.io import atomic_write_bytes
-from fedhet.core.log_files import append_log_text
-from fedhet.engine.checkpoint import CHECKPOINT_NAME, PREVIOUS_NAME
-from fedhet.engine.rundir_lock import LOCK_NAME
+from fedhet.core import append_log_text, atomic_write_bytes
+from fedhet.engine import CHECKPOINT_NAME, LOCK_NAME, PREVIOUS_NAME
 from fedhet.errors import FedhetError
 from fedhet.lab.sweep.worker import LOG_FILE as SWEEP_LOG
 

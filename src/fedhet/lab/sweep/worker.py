@@ -31,10 +31,9 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-from fedhet.config.schema import ExperimentConfig, resolve_config
-from fedhet.core.log_files import UnsafeLogFileError, open_log_for_append
-from fedhet.engine.callbacks import Callback
-from fedhet.engine.dataset_cache import DatasetCache
+from fedhet.config import ExperimentConfig, resolve_config
+from fedhet.core import UnsafeLogFileError, open_log_for_append
+from fedhet.engine import Callback, DatasetCache
 from fedhet.errors import FedhetError
 from fedhet.lab.sweep.lifetime import watch_parent
 
@@ -49,9 +48,8 @@ def execute_run(config: Optional[ExperimentConfig], run_dir: Path, *, resume: bo
     ``resume_sets``: overrides of keys that keep the results (``run.threads=2``; see
     :func:`fedhet.engine.runner.resume_run`) applied to a resumed run's saved configuration.
     ``datasets``: loaded datasets to reuse across runs of this process (same numbers without it)."""
-    from fedhet.config.schema import load_config
-    from fedhet.engine.checkpoint import CheckpointError
-    from fedhet.engine.runner import resume_run, run_experiment
+    from fedhet.config import load_config
+    from fedhet.engine import CheckpointError, resume_run, run_experiment
 
     if resume:
         try:

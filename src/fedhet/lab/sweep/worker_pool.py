@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import IO, Iterator, Optional
 
-from fedhet.config.schema import config_to_toml
+from fedhet.config import config_to_toml
 from fedhet.lab.sweep.lifetime import die_with_parent
 from fedhet.lab.sweep.plan import RESUME, PlannedRun
 

@@ -81,7 +81,7 @@ class Criterion:
         if not any(int(record["round"]) == wanted and self.recorded in record for record in records):
             return None
         if self.metric in WINDOWS:
-            from fedhet.engine.summary import last_fraction_mean
+            from fedhet.engine import last_fraction_mean
 
             key, fraction = WINDOWS[self.metric]
             return _finite_or(last_fraction_mean([dict(r) for r in records], rounds, key, fraction), self.worst())

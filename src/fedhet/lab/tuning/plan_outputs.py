@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from fedhet.config.schema import _toml_value
+from fedhet.config import toml_literal
 from fedhet.lab.tuning.preregistered import TuningPlan
 from fedhet.lab.tuning.staged import SearchOutcome
 
@@ -63,8 +63,8 @@ def chosen_toml(outcomes: Sequence[SearchOutcome]) -> str:
     for outcome in outcomes:
         search = outcome.search
         lines += ["", f"[protocol.{search.protocol}.method.{search.method}]",
-                  f"lr_source = {_toml_value(f'tuned: tune_claims.sh, {search.criterion.text}@{outcome.horizon}, ' + _seeds_text(outcome))}"]
-        lines += [f"{key} = {_toml_value(value)}" for key, value in outcome.chosen.items()]
+                  f"lr_source = {toml_literal(f'tuned: tune_claims.sh, {search.criterion.text}@{outcome.horizon}, ' + _seeds_text(outcome))}"]
+        lines += [f"{key} = {toml_literal(value)}" for key, value in outcome.chosen.items()]
     return "\n".join(lines) + "\n"
 
 

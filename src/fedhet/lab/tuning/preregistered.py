@@ -27,7 +27,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from fedhet.config.schema import read_toml_file
+from fedhet.config import read_toml_file
 from fedhet.lab.claims.same_as import TIER_TABLES, SameAsError, flat_keys, resolve_same_as
 from fedhet.lab.tuning.criteria import Criterion, parse_criterion
 from fedhet.lab.tuning.errors import TuneError

@@ -18,8 +18,8 @@ import math
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from fedhet.config.schema import _toml_value
-from fedhet.core.io import atomic_write_json, atomic_write_text
+from fedhet.config import toml_literal
+from fedhet.core import atomic_write_json, atomic_write_text
 from fedhet.lab.tuning.criteria import Criterion
 
 COMPLETE, PRUNED, FAILED = "complete", "pruned", "failed"
@@ -52,12 +52,12 @@ def best_toml(values: dict[str, Any], comment: str) -> str:
     """``[section]`` tables of the chosen ``section.key`` values (``algorithm`` at the top)."""
     lines = [f"# {line}" for line in comment.splitlines()]
     if "algorithm" in values:
-        lines.append(f"algorithm = {_toml_value(values['algorithm'])}")
+        lines.append(f"algorithm = {toml_literal(values['algorithm'])}")
     sections: dict[str, list[str]] = {}
     for key, value in values.items():
         if key != "algorithm":
             section, name = key.split(".", 1)
-            sections.setdefault(section, []).append(f"{name} = {_toml_value(value)}")
+            sections.setdefault(section, []).append(f"{name} = {toml_literal(value)}")
     for section, entries in sections.items():
         lines += ["", f"[{section}]", *entries]
     return "\n".join(lines) + "\n"

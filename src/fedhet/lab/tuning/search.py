@@ -30,8 +30,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from fedhet.core.io import atomic_write_json
-from fedhet.engine.rundir_lock import DirectoryLock
+from fedhet.core import atomic_write_json
+from fedhet.engine import DirectoryLock
 from fedhet.lab.tuning.criteria import Criterion, select_best
 from fedhet.lab.tuning.errors import TuneError
 from fedhet.lab.tuning.results import COMPLETE, FAILED, PRUNED, TrialRecord, format_table, write_results

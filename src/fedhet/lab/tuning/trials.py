@@ -13,11 +13,9 @@ import io
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
-from fedhet.config.schema import ExperimentConfig
-from fedhet.core.options import ConfigError
-from fedhet.core.seeding import derive_seed
-from fedhet.engine.callbacks import Callback, read_metrics
-from fedhet.engine.rundir_lock import RunDirectoryInUseError
+from fedhet.config import ConfigError, ExperimentConfig
+from fedhet.core import derive_seed
+from fedhet.engine import Callback, RunDirectoryInUseError, read_metrics
 from fedhet.lab.tuning.errors import TuneError
 
 # Failures of the machine rather than of a trial's values: they stop the search (see run_one).
@@ -69,7 +67,7 @@ class ConfigTrialRunner:
     """Trials of an experiment file: ``base`` (parsed TOML) + ``sets`` + the trial's values."""
 
     def __init__(self, config_path: str | Path, sets: Mapping[str, Any], trials_dir: Path):
-        from fedhet.config.schema import read_toml_file
+        from fedhet.config import read_toml_file
         from fedhet.lab.sweep.plan import build_run_config
 
         self.config_path = Path(config_path)
