@@ -197,7 +197,7 @@ class AsyncSimulator(Simulator):
 
     def _eligible(self) -> list[tuple[int, float]]:
         """Idle available clients at ``now`` with their windows' ends, ascending ids (docs/async.md,
-        "Starting a client")."""
+        "The event loop")."""
         busy = self.queue.clients() | {entry.job.client for entry in self.buffer}
         if self.availability.always_on:
             return [(client, math.inf) for client in range(self.task.num_clients) if client not in busy]

@@ -1,4 +1,4 @@
-"""When a client's current on-interval of an availability trace ends (docs/async.md, "Lost clients").
+"""When a client's current on-interval of an availability trace ends (docs/async.md, "The event loop").
 
 A trace (:class:`fedhet.participation.trace.TraceState`: intervals ``[start, end]`` per client, an
 optional period ``P_n``) puts client n on at time t when ``t mod P_n`` (t itself without a period) lies

@@ -87,8 +87,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                             help="run only; `fedhet claims report` writes the report")
     run_parser.add_argument("--backend", choices=RUN_BACKENDS, metavar="NAME",
                             help="run.backend of every run: the protocols' base files pin 'sequential' (one core "
-                                 "per job); on a CUDA GPU 'auto' trains each cohort vectorised (docs/claims.md, "
-                                 "\"Cost\")")
+                                 "per job); on a CUDA GPU 'auto' trains each cohort vectorised "
+                                 "(docs/claims.md, \"Cost\")")
     add_executor_flags(run_parser, default="local; docs/experiments.md, \"Sweeps on a Ray cluster\"")
     report = commands.add_parser("report", help="verdicts, claims table and HTML report from the runs so far")
     _common(report)

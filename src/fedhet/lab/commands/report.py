@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Optional, Sequence, TextIO
 
-from fedhet.core.options import ConfigError
+from fedhet.config import ConfigError
 from fedhet.lab.commands.shared import EXIT_INPUT_ERROR, EXIT_OK, console_streams, say
 
 

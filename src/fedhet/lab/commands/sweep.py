@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 from typing import Optional, Sequence, TextIO, cast
 
-from fedhet.core.options import ConfigError
+from fedhet.config import ConfigError
 from fedhet.lab.commands.executor_flags import add_executor_flags
 from fedhet.lab.commands.shared import EXIT_FAILED_RUNS, EXIT_INPUT_ERROR, EXIT_OK, console_streams, run_plan, say
 
@@ -67,7 +67,7 @@ def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str
     """``executor`` and the ``ray_*`` values override the base file's ``[sweep]`` table
     (:mod:`fedhet.lab.sweep.options`); None leaves the table's value. ``quiet``: no progress
     view and no status lines, only errors, left-out settings and failed runs."""
-    from fedhet.core.options import options_to_dict
+    from fedhet.config import options_to_dict
     from fedhet.lab.sweep.grid import SweepError, load_variants, parse_grid, parse_seeds, select_variants
     from fedhet.lab.sweep.options import sweep_options
     from fedhet.lab.sweep.plan import plan_sweep
@@ -115,7 +115,7 @@ def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str
     for outcome in failed:
         say(f"failed: {outcome.run.name}: {outcome.error}", stderr)
     say(f"report:  {report_hint(plan.out_dir)}", status)
-    from fedhet.engine.tracking import sweep_viewer_lines
+    from fedhet.engine import sweep_viewer_lines
 
     for line in sweep_viewer_lines([(run.config.run.name, run.seed, run.run_dir) for run in plan.runs]):
         say(f"view:    {line}", status)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from fedhet.core.io import atomic_write_text
+from fedhet.core import atomic_write_text
 from fedhet.lab.tuning.plan_outputs import chosen_toml, describe_plan, display_value, results_json, results_markdown
 from fedhet.lab.tuning.preregistered import load_plan
 from fedhet.lab.tuning.staged import run_preregistered_search
