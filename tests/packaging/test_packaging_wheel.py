@@ -134,6 +134,17 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_outside_the_checkout(tmp_path):
     _run([fedhet, "init", "--preset", "papers/fedaware_t2_cifar10"], cwd=work, env=env)
     assert 'name = "fedaware_t2_cifar10"' in _run([fedhet, "check", "fedaware_t2_cifar10.toml"], cwd=work, env=env)
 
+    # The lab's verbs from the wheel: a sweep, its report, a grid search.
+    _run([fedhet, "sweep", "quick.toml", "--quiet", "--grid", "server.name=fedavg,fedaware", "--seeds", "1",
+          "--out", "sweep", *[a for o in overrides for a in ("--set", o)]], cwd=work, env=env)
+    assert sorted(p.name for p in (work / "sweep").iterdir() if (p / "summary.json").is_file()) == [
+        "synthetic_quickstart__server.name=fedavg__seed=1", "synthetic_quickstart__server.name=fedaware__seed=1"]
+    _run([fedhet, "report", "sweep", "--out", "report"], cwd=work, env=env)
+    assert "fedaware" in (work / "report" / "report.md").read_text()
+    _run([fedhet, "tune", "quick.toml", "--param", "client.learning_rate=0.01,0.05", "--criterion",
+          "train_loss@2", "--out", "tune", *[a for o in overrides for a in ("--set", o)]], cwd=work, env=env)
+    assert (work / "tune" / "best.toml").is_file() and (work / "tune" / "trials.csv").is_file()
+
     # The installed package computes what the checkout computes (same config and seed).
     config = load_config(work / "quick.toml", [*overrides, f"run.out_dir={tmp_path / 'reference'}"])
     run_experiment(config)
