@@ -52,14 +52,11 @@ from fedhet.backends.base import RoundWork
 from fedhet.client.base import with_effective_steps
 from fedhet.client.schedule import plan_local_work
 from fedhet.core.cohort import Cohort
-from fedhet.core.component_output import check_tensor_output
 from fedhet.core.options import ConfigError
 from fedhet.core.seeding import torch_generator
 from fedhet.core.task import FederatedTask
-from fedhet.engine.divergence import divergence_reason
 from fedhet.engine.events import EventQueue, Job
-from fedhet.engine.metrics import cohort_metrics
-from fedhet.engine.simulator import Simulator, TrainingDivergedError
+from fedhet.engine.simulator import Simulator
 from fedhet.errors import FedhetError
 from fedhet.system.asynchronous import AsyncOptions, staleness_weight
 from fedhet.system.availability import Availability
@@ -321,20 +318,8 @@ class AsyncSimulator(Simulator):
                              row.train_loss, row.extras)
             rows.append(row)
         cohort = _concat_cohorts(rows)
-        t = self.next_round
-        learning_rate = self.learning_rate(t)
-        try:
-            params, self.server_state, server_metrics = self.server.step(self.server_state, self.params, cohort,
-                                                                         self.server_context(t))
-        except (ValueError, RuntimeError, ArithmeticError) as error:
-            # Updates that already diverged can break the server's step first: that is the step
-            # diverging; a step failing on healthy updates is re-raised as it is.
-            reason = divergence_reason(cohort, cohort_metrics(cohort), {}, self.params, self.params)
-            if reason is None:
-                raise
-            raise TrainingDivergedError(f"server step {t + 1} diverged: {reason}; lower the learning rates or "
-                                        "enable client.clip_norm") from error
-        check_tensor_output(self.server, "step", params, self.params.shape)
+        learning_rate = self.learning_rate(self.next_round)
+        params, server_metrics = self.server_step(cohort, f"server step {self.next_round + 1}")
         return self._finish_step(cohort, params, server_metrics, entries, learning_rate)
 
     def _fedasync_step(self, entry: Buffered, start_params: torch.Tensor) -> tuple[dict[str, Any], Cohort]:
@@ -346,23 +331,9 @@ class AsyncSimulator(Simulator):
 
     def _finish_step(self, cohort: Cohort, params: torch.Tensor, server_metrics: dict[str, float],
                      entries: list[Buffered], learning_rate: float) -> tuple[dict[str, Any], Cohort]:
-        t = self.next_round
-        diagnostics = cohort_metrics(cohort)
-        diverged = divergence_reason(cohort, diagnostics, server_metrics, self.params, params)
-        if diverged is not None:
-            raise TrainingDivergedError(f"server step {t + 1} diverged: {diverged}; lower the learning rates or "
-                                        "enable client.clip_norm")
-        self.params = params
         client_ids = cohort.client_ids.to(torch.int64).cpu()
-        self.participations.append(client_ids)
-        self.next_round = t + 1
-        record: dict[str, Any] = {"round": t + 1, "num_participants": int(client_ids.numel()),
-                                  "learning_rate": learning_rate}
-        if "e_lud" in diagnostics and math.isfinite(diagnostics["e_lud"]):
-            self.e_lud_sum += diagnostics["e_lud"]
-            self.e_lud_count += 1
-        record.update(diagnostics)
-        record.update(server_metrics)
+        record = self.commit_step(cohort, params, server_metrics, client_ids, learning_rate,
+                                  f"server step {self.next_round + 1}")
         record.update(self._step_metrics(entries))
         return record, cohort
 

@@ -140,27 +140,42 @@ class Simulator:
                 store.write(client_ids, new_states[name])
         else:
             cohort = Cohort.empty(task.spec.dim, task.dtype, task.device)
+        step = f"round {t + 1}"
+        detail = f"local learning rate {learning_rate:g}; "
+        params, server_metrics = self.server_step(cohort, step, detail)
+        record = self.commit_step(cohort, params, server_metrics, client_ids, learning_rate, step, detail)
+        if clock is not None and clock_state is not None and round_plan is not None:
+            self.clock_state, clock_metrics = clock.advance(clock_state, round_plan, int(client_ids.numel()))
+            record.update(clock_metrics)
+        return record, cohort
+
+    def server_step(self, cohort: Cohort, step: str, detail: str = "") -> tuple[torch.Tensor, dict[str, float]]:
+        """The server method's step ``next_round`` on ``cohort``: the new parameters and its metrics.
+        ``step`` names the step in a divergence message ("round 3"), ``detail`` adds to it."""
         try:
             params, self.server_state, server_metrics = self.server.step(self.server_state, self.params, cohort,
-                                                                         self.server_context(t))
+                                                                         self.server_context(self.next_round))
         except (ValueError, RuntimeError, ArithmeticError) as error:
             # Updates that already diverged can break the server's step first (FedAWARE's Gram matrix
-            # overflowing float32): that is the round diverging, not a bug. A step failing on healthy
+            # overflowing float32): that is the step diverging, not a bug. A step failing on healthy
             # updates is re-raised as it is.
             reason = divergence_reason(cohort, cohort_metrics(cohort), {}, self.params, self.params)
             if reason is None:
                 raise
-            raise TrainingDivergedError(
-                f"round {t + 1} diverged: {reason}; local learning rate {learning_rate:g}; "
-                f"lower the learning rates or enable client.clip_norm") from error
+            raise TrainingDivergedError(_diverged_message(step, reason, detail)) from error
         check_tensor_output(self.server, "step", params, self.params.shape)
+        return params, server_metrics
+
+    def commit_step(self, cohort: Cohort, params: torch.Tensor, server_metrics: dict[str, float],
+                    client_ids: torch.Tensor, learning_rate: float, step: str, detail: str = "") -> dict[str, Any]:
+        """Accept ``params`` as step ``next_round``'s model unless the step diverged (the loss, the update
+        norms and the model, not the model alone: :mod:`fedhet.engine.divergence`); the step's record
+        (no evaluation, no clock keys), with the e-LUD running sums updated."""
         diagnostics = cohort_metrics(cohort)
-        # The loss, the update norms and the model, not the model alone (fedhet.engine.divergence).
         diverged = divergence_reason(cohort, diagnostics, server_metrics, self.params, params)
         if diverged is not None:
-            raise TrainingDivergedError(
-                f"round {t + 1} diverged: {diverged}; local learning rate {learning_rate:g}; "
-                f"lower the learning rates or enable client.clip_norm")
+            raise TrainingDivergedError(_diverged_message(step, diverged, detail))
+        t = self.next_round
         self.params = params
         self.participations.append(client_ids)
         self.next_round = t + 1
@@ -171,10 +186,7 @@ class Simulator:
             self.e_lud_count += 1
         record.update(diagnostics)
         record.update(server_metrics)
-        if clock is not None and clock_state is not None and round_plan is not None:
-            self.clock_state, clock_metrics = clock.advance(clock_state, round_plan, int(client_ids.numel()))
-            record.update(clock_metrics)
-        return record, cohort
+        return record
 
     @property
     def broadcast(self) -> dict[str, torch.Tensor]:
@@ -213,3 +225,7 @@ class Simulator:
         self.e_lud_sum, self.e_lud_count = restored["e_lud_sum"], restored["e_lud_count"]
         if self.clock is not None:
             self.clock_state = restored["clock"]
+
+
+def _diverged_message(step: str, reason: str, detail: str) -> str:
+    return f"{step} diverged: {reason}; {detail}lower the learning rates or enable client.clip_norm"
