@@ -41,6 +41,7 @@ from fedhet.lab.sweep.plan import (
     run_state,
 )
 from fedhet.lab.sweep.progress import DONE, FAILED, RUNNING, SKIPPED, SweepProgress
+from fedhet.lab.sweep.schedule import estimated_cost, longest_first, rounds_done
 from fedhet.lab.sweep.worker import LOG_FILE, execute_run, failure_status
 from fedhet.lab.sweep.worker_pool import WorkerPool
 
@@ -139,6 +140,14 @@ def _finish_worker(run: PlannedRun, status: int) -> RunOutcome:
         f"its worker process ended before answering (exit status {status})"
     return RunOutcome(run, FAILED, error=f"{what}; end of {run.run_dir / LOG_FILE}:\n{tail}",
                       exit_status=status if status in (1, 2, 3) else 1)
+
+
+def _longest_first(todo: list[tuple[PlannedRun, str]]) -> list[tuple[PlannedRun, str]]:
+    """The runs in the order parallel executors take them (:mod:`fedhet.lab.sweep.schedule`); a
+    resumed run is priced by the rounds it has left."""
+    costs = [estimated_cost(run.config, rounds_done(_latest_record(run.run_dir)) if state == RESUME else 0)
+             for run, state in todo]
+    return longest_first(todo, costs)
 
 
 def _run_workers(todo: list[tuple[PlannedRun, str]], jobs: int, view: SweepProgress,
@@ -245,7 +254,7 @@ def _run_sweep_locked(plan: SweepPlan, *, jobs: Optional[int], overwrite: bool, 
             if todo:
                 from fedhet.lab.sweep.ray_executor import RaySweepExecutor
 
-                for outcome in RaySweepExecutor(plan, options, view, poll_seconds).run(todo):
+                for outcome in RaySweepExecutor(plan, options, view, poll_seconds).run(_longest_first(todo)):
                     outcomes[outcome.run.name] = outcome
         elif jobs == 1:
             datasets = DatasetCache()         # each dataset loaded once for all the runs
@@ -255,7 +264,7 @@ def _run_sweep_locked(plan: SweepPlan, *, jobs: Optional[int], overwrite: bool, 
                 outcomes[run.name] = outcome
                 show_outcome(view, outcome)
         else:
-            for outcome in _run_workers(todo, jobs, view, poll_seconds):
+            for outcome in _run_workers(_longest_first(todo), jobs, view, poll_seconds):
                 outcomes[outcome.run.name] = outcome
     finally:
         view.close()
