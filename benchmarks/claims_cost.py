@@ -380,11 +380,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--rescore", metavar="JSON",
                         help="re-extrapolate the evaluation of an earlier results file (rescore's docstring)")
+    parser.add_argument("--measure", action="store_true",
+                        help="measure the per-phase breakdown (runs a few rounds of every protocol and method) "
+                             "instead of counting the tier's floor")
+    parser.add_argument("--tier", default="default", choices=("quick", "default", "full"),
+                        help="the claims tier whose floor is counted (default: default)")
+    parser.add_argument("--runs", metavar="DIR",
+                        help="a `fedhet claims run` output directory: each protocol's summed wall_seconds "
+                             "against its floors")
+    parser.add_argument("--tier-wall", type=float, metavar="S",
+                        help="the tier's measured wall seconds, against its floors on --jobs cores")
+    parser.add_argument("--quick", action="store_true",
+                        help="draw one seed of each protocol's runs and count its work for every seed "
+                             "(an estimate: seeds draw different partitions and participation)")
     args = parser.parse_args(argv)
     if args.rescore:
         return rescore(Path(args.rescore), Path(args.claims_dir))
     if args.child:
         print("RESULT " + json.dumps(child(json.loads(args.child))), flush=True)
+        return 0
+    if not args.measure:
+        from claims_floor import floor
+
+        sys.path.insert(0, str(REPO / "src"))
+        floor(Path(args.claims_dir), tier=args.tier, runs_dir=Path(args.runs) if args.runs else None,
+              tier_wall=args.tier_wall, jobs=args.jobs, quick=args.quick, out=Path(args.out),
+              command=" ".join([Path(sys.executable).name, "benchmarks/claims_cost.py", *(argv or sys.argv[1:])]))
         return 0
 
     import torch
