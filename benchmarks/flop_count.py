@@ -127,5 +127,5 @@ def time_products(shapes: list[tuple[int, int, int]], seconds, dtype=torch.float
             torch.mm(a, b, out=out)
 
     flops = sum(2 * m * k * n for m, k, n in shapes)
-    calls = max(3, min(2000, int(2e8 // max(flops, 1))))     # about 2 ms of work per timed loop at 100 GFLOP/s
+    calls = max(3, min(2000, int(5e8 // max(flops, 1))))     # about 5 ms of work per timed loop at 100 GFLOP/s
     return seconds(run, calls)
