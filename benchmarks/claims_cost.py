@@ -1,10 +1,16 @@
-"""Cost breakdown of the claims workload: CPU seconds per protocol split into start-up, local training,
-server step, evaluation and I/O, and each protocol's round against its roofline.
+"""The claims workload's cost. By default the tier's compute floor, counted without training
+(:mod:`claims_floor`: every run's FLOPs per layer over all its drawn rounds, against this machine's
+float32 peak and small-shape rates measured at run time; writes ``claims-floor-<timestamp>.json/.md``).
+With ``--measure``, the measured cost breakdown below: CPU seconds per protocol split into start-up,
+local training, server step, evaluation and I/O, and each protocol's round against its roofline.
 
 Usage (from the repository root, fedhet importable, e.g. ``PYTHONPATH=src``):
 
-    python benchmarks/claims_cost.py [--rounds 3] [--protocols fedaware_dir01,fedau_bernoulli]
+    python benchmarks/claims_cost.py [--tier default] [--runs CLAIMS_OUT] [--tier-wall S] [--quick]
+    python benchmarks/claims_cost.py --measure [--rounds 3] [--protocols fedaware_dir01,fedau_bernoulli]
         [--methods fedavg,fedaware] [--seeds 3] [--out benchmarks/results]
+
+The rest of this docstring is the ``--measure`` mode.
 
 **The workload.** The protocols, their methods (``same_as`` and ``methods_from`` resolved), base files and
 seeds come from ``configs/claims`` (``--claims-dir``) as ``fedhet claims run`` reads them
@@ -37,8 +43,9 @@ per example + end``;
 per protocol: methods x seeds runs; the tier: the sum, and its wall time on ``--jobs`` cores (the sweep's
 one run per core) assuming perfect packing.
 
-**Roofline of a round** (its local training): the FLOPs and bytes of ``benchmarks/roofline.py``'s
-counting model (``count_round``) for the mean cohort and the mean local steps measured in the rounds,
+**Roofline of a round** (its local training): the FLOPs of :mod:`flop_count` (per layer, the first layer
+without its input gradient, the solver's gradients per step) for the mean local steps measured in the
+rounds at the configured batch, and the bytes of ``benchmarks/roofline.py``'s ``count_round``,
 against this machine's one-thread float32 matmul peak and copy bandwidth, measured here in CPU seconds
 (:func:`one_thread_peaks`), since each sweep job runs one thread. Two ratios: local training against it,
 and the whole round but its evaluation (server step, checkpoints, bookkeeping included) against it.
@@ -243,7 +250,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
               # Every measured round evaluates (run.eval_every = 1): the test set and, where the
               # protocol carves one, the validation split; the per-round eval time covers both.
               "eval_examples_per_round": counts["eval_examples"] / max(1, len(rounds)),
-              "batch_size": getattr(config.client.options, "batch_size", None), "model": config.model.name}
+              "batch_size": getattr(config.client.options, "batch_size", None), "model": config.model.name,
+              "solver": config.client.name}
     # The next run of a serving sweep worker (fedhet.lab.sweep.worker --serve): another seed, in this
     # process, its start-up from the call to round 1 (imports done, the dataset cached when it can be).
     warm = build_run_config(raw, {**spec["overrides"], "run.seed": config.run.seed + 1, "run.rounds": 1})
@@ -308,7 +316,9 @@ def extrapolate(plan: dict[str, float], result: dict[str, Any]) -> dict[str, flo
 
 def roofline(result: dict[str, Any], peaks: dict[str, Any]) -> dict[str, float]:
     """Seconds of one round's local training at the one-thread roofline, from the measured mean steps."""
+    from flop_count import gradient_flops, gradients_per_step, linear_layers
     from roofline import count_round
+
     from fedhet.config.schema import load_config
     from fedhet.core.registry import MODELS
 
@@ -319,6 +329,8 @@ def roofline(result: dict[str, Any], peaks: dict[str, Any]) -> dict[str, float]:
     model = MODELS.get(result["model"]).factory(options, input_shape=(1, 28, 28), num_classes=10)
     work = count_round(model, clients=1, client_size=int(round(mean["steps"] * batch)), epochs=1, batch=batch,
                        test_images=0, eval_batch=1)
+    work["flops"] = (mean["steps"] * gradient_flops(linear_layers(model), batch)
+                     * gradients_per_step(result.get("solver", "sgd")))
     seconds = max(work["flops"] / peaks["flops_peak_1"], work["bytes"] / peaks["bandwidth_1"])
     bare = mean["cpu"] - mean["eval"]      # the whole round but its evaluation: server step, I/O, bookkeeping
     return {"flops": work["flops"], "bytes": work["bytes"], "roofline_s": seconds,
@@ -380,11 +392,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--rescore", metavar="JSON",
                         help="re-extrapolate the evaluation of an earlier results file (rescore's docstring)")
+    parser.add_argument("--measure", action="store_true",
+                        help="measure the per-phase breakdown (runs a few rounds of every protocol and method) "
+                             "instead of counting the tier's floor")
+    parser.add_argument("--tier", default="default", choices=("quick", "default", "full"),
+                        help="the claims tier whose floor is counted (default: default)")
+    parser.add_argument("--runs", metavar="DIR",
+                        help="a `fedhet claims run` output directory: each protocol's summed wall_seconds "
+                             "against its floors")
+    parser.add_argument("--tier-wall", type=float, metavar="S",
+                        help="the tier's measured wall seconds, against its floors on --jobs cores")
+    parser.add_argument("--quick", action="store_true",
+                        help="draw one seed of each protocol's runs and count its work for every seed "
+                             "(an estimate: seeds draw different partitions and participation)")
     args = parser.parse_args(argv)
     if args.rescore:
         return rescore(Path(args.rescore), Path(args.claims_dir))
     if args.child:
         print("RESULT " + json.dumps(child(json.loads(args.child))), flush=True)
+        return 0
+    if not args.measure:
+        from claims_floor import floor
+
+        sys.path.insert(0, str(REPO / "src"))
+        floor(Path(args.claims_dir), tier=args.tier, runs_dir=Path(args.runs) if args.runs else None,
+              tier_wall=args.tier_wall, jobs=args.jobs, quick=args.quick, out=Path(args.out),
+              command=" ".join([Path(sys.executable).name, "benchmarks/claims_cost.py", *(argv or sys.argv[1:])]))
         return 0
 
     import torch
