@@ -16,6 +16,7 @@ from fedhet.config.schema import load_config
 from fedhet.core.registry import CLIENT_SOLVERS
 from fedhet.engine.assembly import simulator_from_config
 from fedhet.engine.federation import build_federation
+from fedhet.lab.sweep.schedule import TWO_GRADIENT_SOLVERS
 
 flop_count = load_benchmark("flop_count")
 claims_plans = load_benchmark("claims_plans")
@@ -96,6 +97,8 @@ def test_the_gradient_table_matches_every_registered_solver(solver):
                                                            client_states=states, broadcast=broadcast,
                                                            learning_rate=0.01))
     assert len(calls) == 2 * 3 * flop_count.gradients_per_step(solver)
+    # The sweep's longest-first estimate prices the same solvers at two gradients a step.
+    assert (solver in TWO_GRADIENT_SOLVERS) == (flop_count.gradients_per_step(solver) == 2)
 
 
 def simulated(config):
