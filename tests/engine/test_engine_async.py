@@ -260,7 +260,10 @@ def test_same_seed_same_numbers_on_every_backend(tmp_path, mode, dtype):
     assert_same_async_run(reference, vectorized, exact=False, **tolerance)
 
 
-def test_kill_and_resume_gives_the_uninterrupted_run_bitwise(tmp_path):
+@pytest.mark.parametrize("backend", ["sequential", pytest.param("processes", marks=pytest.mark.skipif(
+    not fork_available(), reason="needs the fork start method"))])
+def test_kill_and_resume_gives_the_uninterrupted_run_bitwise(tmp_path, backend):
+    # The uninterrupted run on the sequential backend; the interrupted one, and its resume, on ``backend``.
     path = profile_file(tmp_path)
     trace = tmp_path / "trace.csv"
     trace.write_text("client,start,end,period\n0,0,5,6\n1,0,1,\n1,2,inf,\n2,0.5,inf,\n")
@@ -268,9 +271,9 @@ def test_kill_and_resume_gives_the_uninterrupted_run_bitwise(tmp_path):
             "participation.name=trace", f"participation.trace_file={trace}", "server.name=fedaware",
             "asynchronous.concurrency=3", "asynchronous.buffer_size=2", "run.rounds=8", "run.checkpoint_every=2",
             "run.eval_every=1"]
-    run_experiment(load_config(None, [*sets, "run.name=whole"]))
+    run_experiment(load_config(None, [*sets, "run.name=whole", "run.backend=sequential"]))
     with pytest.raises(KeyboardInterrupt):
-        run_experiment(load_config(None, [*sets, "run.name=cut"]), callbacks=[StopAfter(5)])
+        run_experiment(load_config(None, [*sets, "run.name=cut", f"run.backend={backend}"]), callbacks=[StopAfter(5)])
     saved = load_checkpoint(tmp_path / "cut")["simulator"]
     # Clients were in flight, some of them trained already (their version's first arrival came).
     assert saved["next_round"] == 4 and saved["asynchronous"]["queue"] and saved["asynchronous"]["trained"]
@@ -284,7 +287,7 @@ def test_kill_and_resume_gives_the_uninterrupted_run_bitwise(tmp_path):
                        load_checkpoint(tmp_path / "whole")["simulator"]["params"])
     summary = json.loads((tmp_path / "cut" / "summary.json").read_text())
     assert summary == {**json.loads((tmp_path / "whole" / "summary.json").read_text()),
-                       "name": "cut", "wall_seconds": summary["wall_seconds"],
+                       "name": "cut", "backend": backend, "wall_seconds": summary["wall_seconds"],
                        "seconds_per_round": summary["seconds_per_round"]}
     assert sum(summary["staleness_histogram"].values()) == 2 * 8
 
