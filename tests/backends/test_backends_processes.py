@@ -37,6 +37,24 @@ def test_processes_bitwise_equal_to_sequential(solver_name, system, dtype, pool)
                           pool.train_cohort(task, solver, work), exact=True)
 
 
+def test_a_multi_threaded_caller_gets_the_one_thread_numbers(pool):
+    # run.threads = 2 gives the parent two torch threads; its share of the clients (whichever it
+    # claims) runs with one, as the workers do, so the numbers are those of one thread, every round.
+    task, config = make_task("model.name=mlp", "model.hidden=[64]", "client.batch_size=16", dtype="float32")
+    solver = make_solver("sgd", config)
+    work = make_work(task, solver, COHORT)
+    reference = SequentialBackend().train_cohort(task, solver, work)
+    x = work.params + 0.05
+    one_thread_eval = evaluate(task, x, batch_size=7)
+    torch.set_num_threads(2)
+    # the case is meaningful: two threads round this MLP's float32 sums differently
+    assert not torch.equal(SequentialBackend().train_cohort(task, solver, work)[0].deltas, reference[0].deltas)
+    for _ in range(3):
+        assert_same_round(reference, pool.train_cohort(task, solver, work), exact=True)
+        assert evaluate(task, x, batch_size=7, backend=pool) == one_thread_eval
+        assert torch.get_num_threads() == 2                  # the caller's count is restored
+
+
 def test_workers_persist_across_rounds_and_close_ends_them(pool):
     task, config = make_task("model.name=logreg", "client.batch_size=16")
     solver = make_solver("sgd", config)

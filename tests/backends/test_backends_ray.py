@@ -1,6 +1,7 @@
 """The Ray backend gives bitwise the sequential backend's numbers (float32 and float64, every
-registered local solver, Hybrid+ cohorts), survives an actor killed mid-round, stops cleanly when
-its workers are gone, resumes across backends, and refuses an address with no cluster.
+registered local solver, Hybrid+ cohorts, FedBuff and FedAsync runs on the virtual clock), survives
+an actor killed mid-round, stops cleanly when its workers are gone, resumes across backends, and
+refuses an address with no cluster.
 
 One private local Ray (``address="local"``, its own temporary directory) serves the whole module;
 the backends under test find it initialised and use it."""
@@ -23,6 +24,7 @@ pytest.importorskip("ray")
 import ray  # noqa: E402
 
 import fedhet.backends.ray_backend as ray_backend  # noqa: E402
+from async_cases import MODES, assert_meaningful, assert_same_async_run, async_run  # noqa: E402
 from backend_cases import SOLVERS, assert_same_round, make_solver, make_task, make_work  # noqa: E402
 from fedhet.algorithms import build as build_algorithm  # noqa: E402
 from fedhet.backends.ray_backend import (  # noqa: E402
@@ -94,6 +96,16 @@ def test_ray_bitwise_equal_to_sequential(solver_name, system, dtype, pool):
         assert_same_round(reference, pool.train_cohort(task, solver, work), exact=True)
     if system == "hybrid_plus":      # the case is meaningful: the clients' local steps differ
         assert len(set(reference[0].local_steps.tolist())) > 1
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_async_runs_bitwise_equal_to_sequential(mode, pool, tmp_path):
+    """FedBuff (with SCAFFOLD) and FedAsync on the virtual clock (docs/async.md): the loop runs in the
+    driver and the actors train each cohort with the sequential code, so the events and every number
+    are bitwise the sequential backend's (the evaluation split across the actors too)."""
+    reference = async_run(tmp_path, SequentialBackend(), mode)
+    assert_meaningful(reference)
+    assert_same_async_run(reference, async_run(tmp_path, pool, mode), exact=True)
 
 
 def test_split_evaluation_is_bitwise_the_engine_evaluation(pool):

@@ -3,10 +3,12 @@ FedAsync on a three-client federation, the degenerate cases against independent 
 rounds, sequential SGD), lost clients, bad input in one line, determinism, backends, kill and resume."""
 import json
 import math
+import warnings
 
 import pytest
 import torch
 
+from async_cases import MODES, assert_meaningful, assert_same_async_run, async_run
 from fedhet.backends.base import RoundWork, client_batches, client_plan
 from fedhet.backends.processes import ProcessPoolBackend, fork_available
 from fedhet.backends.sequential import SequentialBackend
@@ -234,30 +236,34 @@ def test_without_a_clock_the_section_is_refused(tmp_path):
         load_config(None, [*THREE, "asynchronous.concurrency=2", "asynchronous.buffer_size=2"])
 
 
-def run_all(simulator, rounds):
-    try:
-        return [simulator.run_round()[0] for _ in range(rounds)], simulator.params.clone(), simulator.event_log
-    finally:
-        getattr(simulator.backend, "close", lambda: None)()
-
-
-@pytest.mark.parametrize("mode", [["asynchronous.buffer_size=2"], ["asynchronous.mode=fedasync"]])
-def test_same_seed_same_numbers_on_every_backend(tmp_path, mode):
-    # FedBuff with SCAFFOLD: per-client state, a server stage and its broadcast per downloaded version.
-    sets = ["asynchronous.concurrency=2", *(["algorithm=scaffold"] if "buffer_size" in mode[0] else []), *mode]
-    backends = [SequentialBackend(), SequentialBackend(), VectorizedBackend()]
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_same_seed_same_numbers_on_every_backend(tmp_path, mode, dtype):
+    # Events, clock and staleness numbers bitwise on every backend (the loop runs in this process);
+    # the trained numbers bitwise on the backends that run the sequential code (the same backend
+    # again, the processes backend's one-thread workers) and, on the vectorised backend, within the
+    # tolerance of its synchronous tests (tests/backends/test_backends_vectorized.py).
+    reference = async_run(tmp_path, SequentialBackend(), mode, f"run.dtype={dtype}")
+    assert_meaningful(reference)
+    assert_same_async_run(reference, async_run(tmp_path, SequentialBackend(), mode, f"run.dtype={dtype}"), exact=True)
     if fork_available():
-        backends.append(ProcessPoolBackend(2))
-    results = [run_all(three_client(tmp_path, *sets, backend=backend), 4) for backend in backends]
-    records, params, log = results[0]
-    for other_records, other_params, other_log in results[1:]:
-        assert other_log == log
-        assert [r["virtual_seconds"] for r in other_records] == [r["virtual_seconds"] for r in records]
-        torch.testing.assert_close(other_params, params)
-    assert torch.equal(results[1][1], params) and results[1][0] == records   # the same backend: bitwise
+        pool = ProcessPoolBackend(2)
+        try:
+            assert_same_async_run(reference, async_run(tmp_path, pool, mode, f"run.dtype={dtype}"), exact=True)
+            assert pool._pool is not None and pool._pool.size == 1     # one forked worker beside this process
+        finally:
+            pool.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no silent fallback to the sequential code
+        vectorized = async_run(tmp_path, VectorizedBackend(), mode, f"run.dtype={dtype}")
+    tolerance = {"rtol": 1e-9, "atol": 1e-12} if dtype == "float64" else {"rtol": 1e-5, "atol": 1e-6}
+    assert_same_async_run(reference, vectorized, exact=False, **tolerance)
 
 
-def test_kill_and_resume_gives_the_uninterrupted_run_bitwise(tmp_path):
+@pytest.mark.parametrize("backend", ["sequential", pytest.param("processes", marks=pytest.mark.skipif(
+    not fork_available(), reason="needs the fork start method"))])
+def test_kill_and_resume_gives_the_uninterrupted_run_bitwise(tmp_path, backend):
+    # The uninterrupted run on the sequential backend; the interrupted one, and its resume, on ``backend``.
     path = profile_file(tmp_path)
     trace = tmp_path / "trace.csv"
     trace.write_text("client,start,end,period\n0,0,5,6\n1,0,1,\n1,2,inf,\n2,0.5,inf,\n")
@@ -265,9 +271,9 @@ def test_kill_and_resume_gives_the_uninterrupted_run_bitwise(tmp_path):
             "participation.name=trace", f"participation.trace_file={trace}", "server.name=fedaware",
             "asynchronous.concurrency=3", "asynchronous.buffer_size=2", "run.rounds=8", "run.checkpoint_every=2",
             "run.eval_every=1"]
-    run_experiment(load_config(None, [*sets, "run.name=whole"]))
+    run_experiment(load_config(None, [*sets, "run.name=whole", "run.backend=sequential"]))
     with pytest.raises(KeyboardInterrupt):
-        run_experiment(load_config(None, [*sets, "run.name=cut"]), callbacks=[StopAfter(5)])
+        run_experiment(load_config(None, [*sets, "run.name=cut", f"run.backend={backend}"]), callbacks=[StopAfter(5)])
     saved = load_checkpoint(tmp_path / "cut")["simulator"]
     # Clients were in flight, some of them trained already (their version's first arrival came).
     assert saved["next_round"] == 4 and saved["asynchronous"]["queue"] and saved["asynchronous"]["trained"]
@@ -281,7 +287,7 @@ def test_kill_and_resume_gives_the_uninterrupted_run_bitwise(tmp_path):
                        load_checkpoint(tmp_path / "whole")["simulator"]["params"])
     summary = json.loads((tmp_path / "cut" / "summary.json").read_text())
     assert summary == {**json.loads((tmp_path / "whole" / "summary.json").read_text()),
-                       "name": "cut", "wall_seconds": summary["wall_seconds"],
+                       "name": "cut", "backend": backend, "wall_seconds": summary["wall_seconds"],
                        "seconds_per_round": summary["seconds_per_round"]}
     assert sum(summary["staleness_histogram"].values()) == 2 * 8
 

@@ -402,11 +402,18 @@ class ProcessPoolBackend:
         return combine_passes(loss_sums, correct, len(task.test))
 
     def _run_locally(self, pool: WorkerPool, function, *args):
-        """The parent's share of a request the workers are working on: if it fails, the pool is
-        shut down (its replies can no longer be matched to a round) and the error propagates."""
+        """The parent's share of a request the workers are working on, with one torch thread as in
+        the workers (the caller's count, ``run.threads`` for instance, is restored after): with more,
+        the clients this process happens to claim would get other float32 rounding than the workers'.
+        If it fails, the pool is shut down (its replies can no longer be matched to a round) and the
+        error propagates."""
+        caller_threads = torch.get_num_threads()
+        torch.set_num_threads(1)
         try:
             return function(*args)
         except BaseException:
             pool.close()
             self._pool = None
             raise
+        finally:
+            torch.set_num_threads(caller_threads)
