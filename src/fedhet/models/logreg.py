@@ -31,6 +31,10 @@ class LogisticRegression(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear(x.reshape(x.shape[0], -1))
 
+    def forward_flops_per_example(self) -> float:
+        """The matrix product's FLOPs of one example's forward pass, ``2 * in * out`` (:mod:`fedhet.system.flops`)."""
+        return float(2 * self.linear.in_features * self.linear.out_features)
+
 
 @MODELS.register("logreg", LogRegOptions)
 def make_logreg(options: LogRegOptions, *, input_shape: tuple[int, ...], num_classes: int) -> LogisticRegression:

@@ -43,6 +43,11 @@ class MLP(nn.Module):
             x = F.relu(layer(x))
         return self.output(x)
 
+    def forward_flops_per_example(self) -> float:
+        """The matrix products' FLOPs of one example's forward pass, ``2 * in * out`` per layer (what
+        ``torch.utils.flop_counter`` counts, without importing it: :mod:`fedhet.system.flops`)."""
+        return float(sum(2 * layer.in_features * layer.out_features for layer in [*self.hidden_layers, self.output]))
+
 
 @MODELS.register("mlp", MLPOptions)
 def make_mlp(options: MLPOptions, *, input_shape: tuple[int, ...], num_classes: int) -> MLP:
