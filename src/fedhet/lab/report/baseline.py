@@ -13,6 +13,10 @@ The outcome uses the claims report's words, read as "the row is better than the 
 Differences are in accuracy points (percentage points in the tables). The forest plot is the claims
 report's (:func:`fedhet.lab.report.forest.forest_plot`).
 
+In a section of runs with a virtual clock (docs/system.md) the virtual seconds to the first target are
+compared too, over the seeds on which both the row and the baseline reached it; fewer seconds is
+better, so ``holds`` is an interval below 0 and ``contradicted`` one above.
+
 The baseline is the row whose name (or label, when one row of the table has it) is ``NAME``. A table
 without it gets a note instead of a comparison; a name that no table has is an input error.
 """
@@ -27,10 +31,13 @@ from fedhet.lab.report.difference import Difference, paired_difference
 from fedhet.lab.report.runs import RunDirectoryError
 
 BASELINE_METRICS = ("final_accuracy", "last_accuracy")
+TIME_TO_TARGET = "virtual_seconds_to_target"     # lower is better
 HOLDS, CONTRADICTED, INCONCLUSIVE = "holds", "contradicted", "inconclusive"
 NOTE = ("Paired by seed: row minus baseline, mean and two-sided 95% Student-t interval over the seeds both ran "
         "(percentage points). holds: the interval lies above 0 (better than the baseline); contradicted: below "
         "0 (worse); inconclusive: it contains 0, or fewer than two seeds pair.")
+TIME_NOTE = (" Virtual seconds to the target: over the seeds on which both reached it; fewer is better (holds: "
+             "the interval lies below 0).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,20 +57,26 @@ class BaselineTable:
     comparisons: tuple[Comparison, ...]
 
 
-def outcome(difference: Difference) -> str:
+def table_note(table: BaselineTable) -> str:
+    """The note above a comparison table: the rule, and the virtual-time rule when the table has it."""
+    return NOTE + (TIME_NOTE if any(c.metric == TIME_TO_TARGET for c in table.comparisons) else "")
+
+
+def outcome(difference: Difference, lower_is_better: bool = False) -> str:
     """``holds`` / ``contradicted`` / ``inconclusive`` by the module docstring's rule."""
     if difference.n < 2 or difference.low is None or difference.high is None:
         return INCONCLUSIVE
-    if difference.low > 0:
-        return HOLDS
-    if difference.high < 0:
-        return CONTRADICTED
-    return INCONCLUSIVE
+    better, worse = (difference.high < 0, difference.low > 0) if lower_is_better else (difference.low > 0,
+                                                                                      difference.high < 0)
+    return HOLDS if better else CONTRADICTED if worse else INCONCLUSIVE
 
 
 def per_seed(row: Row, metric: str) -> dict[int, float]:
     """The row's finite values of ``metric`` by seed (its runs are sorted by seed, like the values)."""
-    values = row.metrics[metric].values
+    if metric == TIME_TO_TARGET:
+        values = row.time_targets[0].values if row.time_targets else ()
+    else:
+        values = row.metrics[metric].values
     return {seed: value for seed, value in zip(row.group.seeds, values)
             if value is not None and math.isfinite(value)}
 
@@ -86,13 +99,15 @@ def compare_to_baseline(rows: Sequence[Row], name: str) -> BaselineTable:
     baseline = find_baseline(rows, name)
     if baseline is None:
         return BaselineTable(name, None, ())
+    timed = bool(baseline.time_targets)
     comparisons = []
     for row in rows:
         if row is baseline:
             continue
-        for metric in BASELINE_METRICS:
+        for metric in BASELINE_METRICS + ((TIME_TO_TARGET,) if timed and row.time_targets else ()):
             difference = paired_difference(per_seed(row, metric), per_seed(baseline, metric))
-            comparisons.append(Comparison(row.name, metric, difference, outcome(difference)))
+            comparisons.append(Comparison(row.name, metric, difference,
+                                          outcome(difference, lower_is_better=metric == TIME_TO_TARGET)))
     return BaselineTable(name, baseline.name, tuple(comparisons))
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from fedhet.core import atomic_write_json, atomic_write_text
-from fedhet.lab.report.baseline import check_baseline_found, compare_to_baseline
+from fedhet.lab.report.baseline import BASELINE_METRICS, check_baseline_found, compare_to_baseline
 from fedhet.lab.report.client_report import client_rows, plot_client_distribution
 from fedhet.lab.report.data import Report, ReportFiles, ReportSection, Row
 from fedhet.lab.report.export import report_csv, report_latex
@@ -36,7 +36,16 @@ from fedhet.lab.report.html import render_html
 from fedhet.lab.report.markdown import render_markdown
 from fedhet.lab.report.plots import CURVES, method_colours, plot_curves, plot_small_multiples
 from fedhet.lab.report.runs import RunData, RunDirectoryError
-from fedhet.lab.report.stats import METRICS, Stat, describe, describe_rounds, run_metrics, run_rounds_to_target
+from fedhet.lab.report.stats import (
+    METRICS,
+    Stat,
+    describe,
+    describe_rounds,
+    run_metrics,
+    run_rounds_to_target,
+    run_seconds_to_target,
+    run_virtual_seconds,
+)
 from fedhet.lab.report.tables import BASELINE_METRIC_NAMES, STD_NOTE
 from fedhet.lab.report.time_curves import plot_accuracy_against_time
 
@@ -88,7 +97,13 @@ def build_report(runs: Sequence[RunData], *, targets: Optional[Sequence[float]] 
             metrics = {name: describe([values[name] for values in per_run]) for name in METRICS}
             row_targets = [describe_rounds(t, [run_rounds_to_target(run, t) for run in group.runs])
                            for t in target_list]
-            rows.append(Row(group, metrics, row_targets, sum(not run.complete for run in group.runs)))
+            row = Row(group, metrics, row_targets, sum(not run.complete for run in group.runs))
+            clock = [run_virtual_seconds(run) for run in group.runs]
+            if any(seconds is not None for seconds in clock):
+                row.virtual_seconds = describe(clock)
+                row.time_targets = [describe_rounds(t, [run_seconds_to_target(run, t) for run in group.runs])
+                                    for t in target_list]
+            rows.append(row)
         report_section = ReportSection(section, rows, client_rows=client_rows(section.groups))
         report_section.partition_image, report_section.image_run = _first_image(section.groups, "partition.png")
         report_section.participation_image, _ = _first_image(section.groups, "participation.png")
@@ -138,6 +153,10 @@ def report_to_json(report: Report) -> dict[str, Any]:
                 "rounds_to_target": [{"target": t.target, "mean": _json_number(t.mean), "std": _json_number(t.std),
                                       "reached": t.reached, "n": t.n, "values": list(t.values)}
                                      for t in row.targets],
+                "virtual_seconds": None if row.virtual_seconds is None else stat(row.virtual_seconds),
+                "virtual_seconds_to_target": [{"target": t.target, "mean": _json_number(t.mean),
+                                               "std": _json_number(t.std), "reached": t.reached, "n": t.n,
+                                               "values": list(t.values)} for t in row.time_targets],
             } for row in rs.rows],
             "client_accuracy": [{"name": row.name, "seeds": row.seeds, "rounds": list(row.rounds),
                                  "metrics": {name: stat(s) for name, s in row.stats.items()}}
@@ -164,7 +183,7 @@ def _baseline_plot(section: ReportSection, path: Path) -> Optional[Path]:
 
     rows = [ForestRow(f"{c.row}: {BASELINE_METRIC_NAMES[c.metric]}", points(c.difference.mean),
                       points(c.difference.low), points(c.difference.high), None, c.outcome)
-            for c in table.comparisons]
+            for c in table.comparisons if c.metric in BASELINE_METRICS]     # the accuracies (seconds are not points)
     return forest_plot(rows, path, title=f"minus {table.baseline}, paired by seed: {section.title}",
                        metric="accuracy, percentage points")
 

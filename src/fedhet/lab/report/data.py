@@ -27,6 +27,9 @@ class Row:
     metrics: dict[str, Stat]
     targets: list[TargetStat]
     unfinished: int
+    # Runs with a virtual clock: virtual seconds to each target (``values`` in seconds) and at the end.
+    time_targets: list[TargetStat] = dataclasses.field(default_factory=list)
+    virtual_seconds: Optional[Stat] = None
 
     @property
     def name(self) -> str:
@@ -49,6 +52,11 @@ class ReportSection:
     @property
     def title(self) -> str:
         return self.section.title
+
+    @property
+    def clocked(self) -> bool:
+        """Whether the section's rows carry virtual-clock columns (some run has a ``[system]`` clock)."""
+        return any(row.virtual_seconds is not None for row in self.rows)
 
 
 @dataclasses.dataclass

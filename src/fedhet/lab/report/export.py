@@ -46,6 +46,10 @@ def report_csv(report: Report) -> str:
                 values: dict[str, Any] = {name: row.metrics[name].values[index] for name in METRICS}
                 for target in row.targets:
                     values[f"rounds_to_{target.target:g}"] = target.values[index]
+                for target in row.time_targets:
+                    values[f"virtual_seconds_to_{target.target:g}"] = target.values[index]
+                if row.virtual_seconds is not None:
+                    values["virtual_seconds"] = row.virtual_seconds.values[index]
                 values.update(_client_values(run.records))
                 for metric, value in values.items():
                     writer.writerow([run.path.name, row.name, *setting, run.seed, metric,

@@ -53,7 +53,7 @@ def _figure(path: Optional[Path], caption: str) -> str:
 
 
 def _table(report: "Report", section: "ReportSection") -> str:
-    head = "".join(f"<th>{escape(title)}</th>" for title in column_titles(report.window, report.targets))
+    head = "".join(f"<th>{escape(title)}</th>" for title in column_titles(report.window, report.targets, section.clocked))
     body = []
     for cells in section_cells(section):
         body.append("<tr>" + "".join(f'<td class="best">{escape(text)}</td>' if best else f"<td>{escape(text)}</td>"
@@ -94,7 +94,7 @@ def _section(report: "Report", section: "ReportSection") -> str:
 
 
 def _baseline(section: "ReportSection") -> str:
-    from fedhet.lab.report.baseline import NOTE as BASELINE_NOTE
+    from fedhet.lab.report.baseline import table_note
 
     table = section.baseline
     if table is None:
@@ -104,7 +104,7 @@ def _baseline(section: "ReportSection") -> str:
     head = "".join(f"<th>{escape(title)}</th>" for title in BASELINE_TITLES)
     body = "".join("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in cells) + "</tr>"
                    for cells in baseline_cells(table))
-    return (f'<h3>Against {escape(table.baseline)}</h3><p class="note">{escape(BASELINE_NOTE)}</p>'
+    return (f'<h3>Against {escape(table.baseline)}</h3><p class="note">{escape(table_note(table))}</p>'
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
             + _figure(section.baseline_plot, f"paired differences against {table.baseline}: mean and 95% interval"))
 

@@ -32,7 +32,7 @@ def _escape(text: str) -> str:
 
 
 def table_text(report: "Report", section: "ReportSection") -> str:
-    titles = column_titles(report.window, report.targets)
+    titles = column_titles(report.window, report.targets, section.clocked)
     lines = ["| " + " | ".join(_escape(title) for title in titles) + " |", "|" + "|".join("---" for _ in titles) + "|"]
     lines += ["| " + " | ".join(f"**{_escape(text)}**" if best else _escape(text) for text, best in row) + " |"
               for row in section_cells(section)]
@@ -46,6 +46,9 @@ def notes_text(report: "Report") -> str:
     if report.targets:
         parts.append("Rounds to a target: the first evaluated round reaching it, averaged over the seeds that "
                      "did (k/n: how many of the n seeds reached it).")
+    if any(section.clocked for section in report.sections):
+        parts.append("Virtual s: the virtual clock's seconds (docs/system.md) at that round, and at the last "
+                     "round (end).")
     parts.append("Bold: the best mean of a column.")
     return " ".join(parts)
 
@@ -91,14 +94,14 @@ def render_markdown(report: "Report", *, relative_to: Path) -> str:
 
 def baseline_markdown(section: "ReportSection", relative_to: Path) -> list[str]:
     """A section's comparisons with the ``--baseline`` row (none without --baseline)."""
-    from fedhet.lab.report.baseline import NOTE as BASELINE_NOTE
+    from fedhet.lab.report.baseline import table_note
 
     table = section.baseline
     if table is None:
         return []
     if table.baseline is None:
         return [f"No row of this table is named {_escape(table.name)}: no comparison.", ""]
-    lines = [f"### Against {_escape(table.baseline)}", "", BASELINE_NOTE, "",
+    lines = [f"### Against {_escape(table.baseline)}", "", table_note(table), "",
              "| " + " | ".join(BASELINE_TITLES) + " |", "|" + "|".join("---" for _ in BASELINE_TITLES) + "|"]
     lines += ["| " + " | ".join(_escape(cell) for cell in cells) + " |" for cells in baseline_cells(table)]
     link = _link(section.baseline_plot, relative_to)

@@ -40,14 +40,15 @@ class Stat:
 
 @dataclasses.dataclass(frozen=True)
 class TargetStat:
-    """Rounds to ``target``: the mean over the ``reached`` seeds that reached it, out of ``n``."""
+    """Rounds (or virtual seconds) to ``target``: the mean over the ``reached`` seeds that reached it,
+    out of ``n``."""
 
     target: float
     mean: Optional[float]
     std: Optional[float]
     reached: int
     n: int
-    values: tuple[Optional[int], ...]
+    values: tuple[Optional[float], ...]
 
 
 def describe(values: Sequence[Any]) -> Stat:
@@ -59,7 +60,7 @@ def describe(values: Sequence[Any]) -> Stat:
     return Stat(mean, std, n, tuple(finite(value) for value in values))
 
 
-def describe_rounds(target: float, rounds: Sequence[Optional[int]]) -> TargetStat:
+def describe_rounds(target: float, rounds: Sequence[Optional[float]]) -> TargetStat:
     reached = [r for r in rounds if r is not None]
     stat = describe(reached)
     return TargetStat(target, stat.mean, stat.std, len(reached), len(rounds), tuple(rounds))
@@ -103,3 +104,17 @@ def run_metrics(run: RunData, *, last_fraction: float = 0.1, last_rounds: Option
 
 def run_rounds_to_target(run: RunData, target: float) -> Optional[int]:
     return rounds_to_target(run.records, target)
+
+
+def run_seconds_to_target(run: RunData, target: float) -> Optional[float]:
+    """The virtual seconds (docs/system.md) at the first evaluated round reaching ``target``; None when
+    the run did not reach it or has no clock."""
+    for record in run.records:
+        if record.get("test_accuracy", -math.inf) >= target:
+            return finite(record.get("virtual_seconds"))
+    return None
+
+
+def run_virtual_seconds(run: RunData) -> Optional[float]:
+    """The virtual clock at the run's last record (None without a clock)."""
+    return finite(run.records[-1].get("virtual_seconds")) if run.records else None

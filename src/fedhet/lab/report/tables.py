@@ -15,9 +15,12 @@ ACCURACY_METRICS = ("final_accuracy", "best_accuracy", "last_accuracy")
 STD_NOTE = "sample standard deviation over seeds (ddof = 1)"
 
 
-def column_titles(window: str, targets: tuple[float, ...]) -> list[str]:
+def column_titles(window: str, targets: tuple[float, ...], clocked: bool = False) -> list[str]:
+    """The table's column titles; ``clocked`` (a section of runs with a virtual clock) adds the virtual
+    seconds to each target and at the end."""
+    clock = [f"virtual s to {100 * t:g}%" for t in targets] + ["virtual s (end)"] if clocked else []
     return (["algorithm", "seeds", "final acc. (%)", "best acc. (%)", f"{window} acc. (%)", "e-LUDD"]
-            + [f"rounds to {100 * t:g}%" for t in targets] + ["s/round"])
+            + [f"rounds to {100 * t:g}%" for t in targets] + clock + ["s/round"])
 
 
 def mean_std_text(mean: Optional[float], std: Optional[float], fmt: str, scale: float = 1.0) -> str:
@@ -37,8 +40,8 @@ def stat_cell(name: str, stat: Stat) -> str:
     return mean_std_text(stat.mean, stat.std, ".3g")
 
 
-def target_cell(stat: TargetStat) -> str:
-    return f"{mean_std_text(stat.mean, stat.std, '.1f')} ({stat.reached}/{stat.n})"
+def target_cell(stat: TargetStat, fmt: str = ".1f") -> str:
+    return f"{mean_std_text(stat.mean, stat.std, fmt)} ({stat.reached}/{stat.n})"
 
 
 def seeds_cell(seeds: list[int], unfinished: int) -> str:
@@ -64,23 +67,36 @@ def section_cells(section: "ReportSection") -> list[list[tuple[str, bool]]]:
         for name in ("final_accuracy", "best_accuracy", "last_accuracy", "e_ludd"):
             cells.append((stat_cell(name, row.metrics[name]), index in best.get(name, set())))
         cells.extend((target_cell(t), False) for t in row.targets)
+        if section.clocked:
+            if row.time_targets:
+                cells.extend((target_cell(t, ".0f"), False) for t in row.time_targets)
+            else:                     # a row without a clock in a section with one
+                cells.extend(("–", False) for _ in row.targets)
+            clock = row.virtual_seconds
+            cells.append(("–" if clock is None else mean_std_text(clock.mean, clock.std, ".0f"), False))
         cells.append((stat_cell("seconds_per_round", row.metrics["seconds_per_round"]), False))
         table.append(cells)
     return table
 
 
 # --baseline (fedhet.lab.report.baseline): the compared metrics' names and the table's columns.
-BASELINE_METRIC_NAMES = {"final_accuracy": "final acc.", "last_accuracy": "last-window acc."}
-BASELINE_TITLES = ("row", "metric", "paired seeds", "difference (pp)", "95% interval (pp)", "outcome")
+BASELINE_METRIC_NAMES = {"final_accuracy": "final acc.", "last_accuracy": "last-window acc.",
+                         "virtual_seconds_to_target": "virtual s to target"}
+BASELINE_TITLES = ("row", "metric", "paired seeds", "difference", "95% interval", "outcome")
 
 
 def baseline_cells(table) -> list[list[str]]:
-    """Text cells of a section's comparisons with its baseline (``BaselineTable``), in percentage points."""
-    def points(value: Optional[float]) -> str:
-        return "–" if value is None else f"{100.0 * value:+.2f}"
-
+    """Text cells of a section's comparisons with its baseline (``BaselineTable``): accuracies in
+    percentage points, virtual times in seconds (marked ``s``)."""
     rows = []
     for comparison in table.comparisons:
+        seconds = comparison.metric == "virtual_seconds_to_target"
+
+        def points(value: Optional[float]) -> str:
+            if value is None:
+                return "–"
+            return f"{value:+.0f} s" if seconds else f"{100.0 * value:+.2f}"
+
         difference = comparison.difference
         interval = ("–" if difference.low is None or difference.high is None
                     else f"[{points(difference.low)}, {points(difference.high)}]")
