@@ -54,16 +54,20 @@ class AsyncRun:
     tensors: dict[str, torch.Tensor]       # the model, the server state, the per-client states
 
 
-def async_run(tmp_path, backend, mode: str, *sets: str, rounds: int = ROUNDS) -> AsyncRun:
-    """``rounds`` server steps of ``MODES[mode]`` on ``backend`` (not closed here: the caller owns it),
-    with the final model evaluated through the backend as the runner does."""
+def federation_sets(tmp_path) -> list[str]:
+    """The federation's settings, with its trace and profile files written into ``tmp_path``."""
     trace, profiles = tmp_path / "parity_trace.csv", tmp_path / "parity_profiles.json"
     trace.write_text(TRACE)
     write_profiles(ClientProfiles(device_flops=torch.full((8,), math.nan, dtype=torch.float64),
                                   **{key: torch.tensor(values, dtype=torch.float64) for key, values in PROFILES.items()}),
                    profiles)
-    config = load_config(None, [*FEDERATION, f"participation.trace_file={trace}", f"system.profile_file={profiles}",
-                                *MODES[mode], *sets])
+    return [*FEDERATION, f"participation.trace_file={trace}", f"system.profile_file={profiles}"]
+
+
+def async_run(tmp_path, backend, mode: str, *sets: str, rounds: int = ROUNDS) -> AsyncRun:
+    """``rounds`` server steps of ``MODES[mode]`` on ``backend`` (not closed here: the caller owns it),
+    with the final model evaluated through the backend as the runner does."""
+    config = load_config(None, [*federation_sets(tmp_path), *MODES[mode], *sets])
     simulator = simulator_from_config(config, build_federation(config, torch.device("cpu")), backend=backend)
     simulator.event_log = []
     records = [simulator.run_round()[0] for _ in range(rounds)]
