@@ -4,6 +4,8 @@ The suite runs on 2-core machines where several processes compete; tiny kernels 
 small matmuls) were measured thousands of times slower with 2 contended threads than with one.
 fedhet's runner makes the same choice for CPU runs (``engine.runner.configure_threads``).
 """
+from pathlib import Path
+
 import torch
 
 torch.set_num_threads(1)
@@ -12,7 +14,7 @@ torch.set_num_threads(1)
 # (``--durations``, its tests' set-up and calls added up; rounded). Only their order matters.
 LONGEST_MODULES = (
     "tests/flower/test_flower_deploy.py",                   # 370: real SuperLink/SuperNodes, 4 federations
-    "tests/backends/test_backends_ray.py",                  # 180: a local Ray, actors killed and stopped
+    "tests/backends/test_backends_ray.py",                  # 155: a local Ray, actors killed and stopped
     "tests/reliability/test_reliability_kill_campaign.py",  # 145: 20 SIGKILLed fedhet processes
     "tests/packaging/test_packaging_wheel.py",              # 120: a wheel built and installed in a venv
     "tests/lab/sweep/test_sweep_worker_serve.py",           # 80: worker processes
@@ -25,6 +27,9 @@ LONGEST_MODULES = (
     "tests/tracking/test_tracking_trackers.py",             # 25: TensorBoard and MLflow of one run
     "tests/docs/test_docs_notebook.py",                     # 20: the notebook executed
 )
+# A module moved or renamed would silently lose its place at the front.
+assert all((Path(__file__).parent.parent / path).is_file() for path in LONGEST_MODULES), \
+    [path for path in LONGEST_MODULES if not (Path(__file__).parent.parent / path).is_file()]
 
 
 def _module_rank(item, slow_modules: set[str]) -> tuple[int, int]:
