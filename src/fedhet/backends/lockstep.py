@@ -1,0 +1,209 @@
+"""Several runs' cohorts as one computation: the rows of every (run, client) pair in one ``[R*K, d]``.
+
+Lockstep runs (docs/design.md, "Lockstep runs") hand this module one request per run, ``(task,
+solver, work)`` as a backend receives it (:class:`fedhet.backends.base.RoundWork`). The requests
+whose :func:`lockstep_key` agree (the same parameter layout, model, dtype, device and loss, the same
+solver class and the same solver options apart from the local-work options and the solver's
+:attr:`~fedhet.client.base.LocalSolver.lockstep_knobs`) train as one cohort of the vectorised
+backend (:func:`fedhet.backends.vectorized.run_cohort_steps`), with per-row values where the runs
+differ:
+
+- the start point ``x``: row ``k`` of run ``r`` starts at run ``r``'s model, ``x [R*K, d]``;
+- the local learning rate: a ``[R*K, 1]`` column (:meth:`fedhet.client.base.LocalSolver.step`);
+- the solver's knobs (FedProx's ``mu``, ...): ``[R*K, 1]`` columns on a copy of the solver;
+- the server's broadcast and the clients' memories: each run's rows;
+- minibatches: each run's own plans and batch streams (:func:`fedhet.backends.base.client_batches`),
+  gathered from a round-local copy of the examples the round touches (one ``index_select`` per run
+  per round), padded to the batch's largest minibatch and step count as the vectorised backend pads
+  a cohort (weights ``1/b`` on real examples, frozen rows after their last step);
+- random streams: each row's solver generator is its own run's ``(seed, "solver", round, client)``.
+
+A value the runs share stays a plain number, so a run alone gives the vectorised backend's numbers.
+Every row's arithmetic reads only its own row (batched matrix products and row-wise step rules), so
+a run's numbers do not depend on which runs share its batch, up to the order of floating-point sums
+where the padded shapes differ (tests/engine/test_engine_lockstep.py).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any, Hashable, Optional
+
+import torch
+
+from fedhet.backends.base import RoundWork, augmentation_generator, client_batches, client_plan, cohort_sizes
+from fedhet.backends.vectorized import CohortGrad, CohortSteps, run_cohort_steps
+from fedhet.client.base import LocalSolver
+from fedhet.client.context import ClientContext, begin_client
+from fedhet.core.cohort import Cohort
+from fedhet.core.seeding import torch_generator
+from fedhet.core.task import FederatedTask
+
+# Client options that shape the local work (plans, batch streams) or set the learning rate; runs may
+# differ in them and still share a batch, since each row is planned from its own run's options.
+WORK_OPTIONS = frozenset({"learning_rate", "batch_size", "epochs", "steps", "lr_decay", "lr_step_start",
+                          "lr_step_every", "lr_step_factor", "system"})
+
+
+@dataclasses.dataclass(frozen=True)
+class LockstepRequest:
+    """One run's round, as its backend receives it."""
+
+    task: FederatedTask
+    solver: LocalSolver
+    work: RoundWork
+
+
+def lockstep_key(task: FederatedTask, solver: LocalSolver) -> Hashable:
+    """Requests with equal keys train in one batch (module docstring)."""
+    options = solver.options
+    fixed = tuple((field.name, repr(getattr(options, field.name))) for field in dataclasses.fields(options)
+                  if field.name not in WORK_OPTIONS and field.name not in type(solver).lockstep_knobs)
+    return (task.spec.names, task.spec.shapes, repr(task.model), task.dtype, str(task.device), task.loss_fn,
+            type(solver), fixed, solver.client_state_names)
+
+
+class RowsContext(ClientContext):
+    """:class:`~fedhet.client.context.ClientContext` of rows from several runs: row ``k``'s generator
+    is its own run's ``(seed, "solver", round, client)`` stream (``rows[k]``)."""
+
+    def __init__(self, rows: list[tuple[int, int, int]], device: torch.device):
+        seed, round_index, _ = rows[0]
+        super().__init__(round_index, tuple(client for _, _, client in rows), seed, cohort=True, device=device)
+        self.rows = rows
+
+    @property
+    def generators(self) -> tuple[torch.Generator, ...]:
+        if self._generators is None:
+            self._generators = tuple(torch_generator(seed, "solver", round_index, client, device=self.device)
+                                     for seed, round_index, client in self.rows)
+        return self._generators
+
+
+def _column(values: list[float], counts: list[int], like: torch.Tensor) -> float | torch.Tensor:
+    """One number when every run has it, else the ``[R*K, 1]`` column of each row's run's value."""
+    if all(value == values[0] for value in values):
+        return values[0]
+    per_row = [value for value, count in zip(values, counts) for _ in range(count)]
+    return torch.tensor(per_row, dtype=like.dtype, device=like.device).unsqueeze(-1)
+
+
+def _row_solver(requests: list[LockstepRequest], counts: list[int], like: torch.Tensor) -> LocalSolver:
+    """The first request's solver, with each knob the runs do not share as a per-row column."""
+    solver = requests[0].solver
+    columns = {}
+    for knob in type(solver).lockstep_knobs:
+        column = _column([getattr(r.solver, knob) for r in requests], counts, like)
+        if isinstance(column, torch.Tensor):
+            columns[knob] = column
+    if not columns:
+        return solver
+    rows = copy.copy(solver)
+    for knob, column in columns.items():
+        setattr(rows, knob, column)
+    return rows
+
+
+def _stack_rows(values: list[torch.Tensor], counts: list[int], device: torch.device) -> torch.Tensor:
+    """Each run's value (one per run, e.g. a broadcast ``[d]``) repeated over that run's rows."""
+    return torch.cat([value.to(device).unsqueeze(0).expand(count, *value.shape)
+                      for value, count in zip(values, counts)])
+
+
+@dataclasses.dataclass
+class _RoundRows:
+    steps: CohortSteps
+    batch_sizes: list[list[int]]              # per row: each step's real batch size
+    generators: list[Optional[torch.Generator]]
+    transforms: list[Any]
+
+
+def _round_rows(requests: list[LockstepRequest]) -> _RoundRows:
+    """Every row's padded minibatches, indexing a round-local copy of the examples the round reads."""
+    cpu = torch.device("cpu")
+    first = requests[0].task
+    batches, batch_sizes, generators, transforms, row_run = [], [], [], [], []
+    for r, request in enumerate(requests):
+        task, work = request.task, request.work
+        for client_id in work.client_ids.tolist():
+            plan = client_plan(task, request.solver.options, work, client_id)
+            client = client_batches(task, plan, work, client_id, device=cpu)
+            batches.append((client, task.client_range(client_id)[0]))
+            batch_sizes.append([len(idx) for idx in client])
+            generators.append(augmentation_generator(task, work, client_id))
+            transforms.append(task.train_transform)
+            row_run.append(r)
+    num_rows = len(batches)
+    num_steps = torch.tensor([len(sizes) for sizes in batch_sizes], dtype=torch.int64)
+    max_steps = int(num_steps.max()) if num_rows else 0
+    max_batch = max((size for sizes in batch_sizes for size in sizes), default=1)
+    index = torch.empty(max_steps, num_rows, max_batch, dtype=torch.int64)
+    weight = torch.zeros(max_steps, num_rows, max_batch, dtype=first.dtype)
+    for k, (client, first_example) in enumerate(batches):
+        index[:, k, :] = first_example
+        sizes = batch_sizes[k]
+        if client and all(size == sizes[0] for size in sizes):
+            index[:len(client), k, :sizes[0]] = torch.stack(client)
+            weight[:len(client), k, :sizes[0]] = 1.0 / sizes[0]
+        else:
+            for s, idx in enumerate(client):
+                index[s, k, :len(idx)] = idx
+                weight[s, k, :len(idx)] = 1.0 / len(idx)
+    # The examples each run's rows read, gathered once for the round; the index then points into them.
+    inputs, targets, offset, start = [], [], 0, 0
+    for r, request in enumerate(requests):
+        count = int(request.work.client_ids.numel())
+        block = index[:, start:start + count]
+        used, local = torch.unique(block, return_inverse=True)
+        index[:, start:start + count] = local + offset
+        used = used.to(request.task.device)
+        inputs.append(request.task.train.inputs.index_select(0, used))
+        targets.append(request.task.train.targets.index_select(0, used))
+        offset += int(used.numel())
+        start += count
+    device = first.device
+    steps = CohortSteps(index.to(device), weight.to(device), num_steps, torch.cat(inputs), torch.cat(targets))
+    return _RoundRows(steps, batch_sizes, generators, transforms)
+
+
+def train_lockstep(requests: list[LockstepRequest],
+                   cohort_grad: CohortGrad) -> list[tuple[Cohort, dict[str, torch.Tensor]]]:
+    """Train the requests (equal :func:`lockstep_key`) as one cohort; each run's ``(cohort,
+    new_client_states)``, as :meth:`fedhet.backends.base.Backend.train_cohort` returns them."""
+    first = requests[0].task
+    device, dtype = first.device, first.dtype
+    counts = [int(r.work.client_ids.numel()) for r in requests]
+    rows = _round_rows(requests)
+    x = _stack_rows([r.work.params for r in requests], counts, device)                     # [R*K, d]
+    learning_rate = _column([r.work.learning_rate for r in requests], counts, x)
+    solver = _row_solver(requests, counts, x)
+    names = list(requests[0].work.client_states)
+    client_states = {name: torch.cat([r.work.client_states[name].to(device) for r in requests]) for name in names}
+    broadcast = {name: _stack_rows([r.work.broadcast[name] for r in requests], counts, device)
+                 for name in requests[0].work.broadcast}
+    context = RowsContext([(r.work.seed, r.work.round_index, client) for r in requests
+                           for client in r.work.client_ids.tolist()], device)
+    if any(transform is not None for transform in rows.transforms):
+        def augment(inputs: torch.Tensor, s: int, active_list: list[bool]) -> None:
+            for k, is_active in enumerate(active_list):
+                transform, generator = rows.transforms[k], rows.generators[k]
+                if is_active and transform is not None and generator is not None:
+                    size = rows.batch_sizes[k][s]
+                    inputs[k, :size] = transform(inputs[k, :size], generator)
+        rows.steps.augment = augment
+    w = x.clone()
+    local = begin_client(solver, x, client_states, broadcast, learning_rate, context)
+    loss_sum = run_cohort_steps(solver, w, x, learning_rate, local, rows.steps, cohort_grad)
+    num_steps = rows.steps.num_steps
+    delta, new_states, extras = solver.finish(x, w, local, client_states, num_steps.to(device), learning_rate)
+    losses = loss_sum.cpu() / num_steps.clamp(min=1).to(torch.float64)
+    results, start = [], 0
+    for request, count in zip(requests, counts):
+        part = slice(start, start + count)
+        work = request.work
+        cohort = Cohort(client_ids=work.client_ids, deltas=delta[part].to(dtype).contiguous(),
+                        num_examples=cohort_sizes(request.task, work.client_ids), local_steps=num_steps[part],
+                        train_loss=losses[part], extras={name: value[part] for name, value in extras.items()})
+        results.append((cohort, {name: value[part] for name, value in new_states.items()}))
+        start += count
+    return results
