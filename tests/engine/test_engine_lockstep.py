@@ -148,3 +148,44 @@ def test_a_run_the_vectorised_backend_refuses_trains_alone_and_says_why():
     alone = _simulator(refused, SequentialBackend())
     alone.solver = RowUnsafeSGD(alone.solver.options)
     _assert_same(_rounds(alone), alone, outcomes[0], simulators[0], tolerance=0)
+
+
+def test_killed_lockstep_runs_resume_to_their_uninterrupted_selves(tmp_path):
+    # Three runs of fedhet run's code (files, checkpoints every 2 rounds) in one group, interrupted
+    # after rounds 3, 5 and 3; resumed together (from rounds 2, 4 and 2: rows of different rounds in
+    # one batch), each equals the run alone on the sequential backend, and the runs that resume from
+    # where the uninterrupted group was (same batches) equal it bit for bit.
+    from fedhet.engine import checkpoint as ckpt
+    from fedhet.engine.callbacks import read_metrics
+    from fedhet.engine.runner import resume_run, run_experiment
+    from small_run import StopAfter
+
+    def config(name, i, *extra):
+        return _config(f"client.learning_rate={[0.05, 0.1, 0.02][i]}", f"run.seed={i}", "run.rounds=6",
+                       "run.checkpoint_every=2", f"run.out_dir={tmp_path}", f"run.name={name}", *MLP, *extra)
+
+    def values(name):
+        return [{k: v for k, v in r.items() if k != "wall_seconds"} for r in read_metrics(tmp_path / name / "metrics.jsonl")]
+
+    def params(name):
+        return ckpt.load_checkpoint(tmp_path / name)["simulator"]["params"]
+
+    group = LockstepGroup()
+    group.run([lambda i=i: run_experiment(config(f"whole{i}", i), lockstep=group) for i in range(3)])
+    group = LockstepGroup()
+    cut = group.run([lambda i=i: run_experiment(config(f"cut{i}", i), lockstep=group, callbacks=[StopAfter(k)])
+                     for i, k in enumerate((3, 5, 3))])
+    assert all(isinstance(outcome, KeyboardInterrupt) for outcome in cut)
+    group = LockstepGroup()
+    resumed = group.run([lambda i=i: resume_run(tmp_path / f"cut{i}", lockstep=group) for i in range(3)])
+    assert [summary["rounds"] for summary in resumed] == [6, 6, 6]
+    for i in range(3):
+        run_experiment(config(f"alone{i}", i, "run.backend=sequential"))
+        assert len(values(f"cut{i}")) == len(values(f"alone{i}")) == 6
+        for mine, theirs in zip(values(f"cut{i}"), values(f"alone{i}")):
+            assert mine.keys() == theirs.keys()
+            for key, value in theirs.items():
+                assert mine[key] == (pytest.approx(value, rel=1e-9, abs=1e-12) if isinstance(value, float) else value)
+        assert torch.allclose(params(f"cut{i}"), params(f"alone{i}"), rtol=0, atol=1e-9)
+    for i in (0, 2):
+        assert values(f"cut{i}") == values(f"whole{i}") and torch.equal(params(f"cut{i}"), params(f"whole{i}"))
