@@ -206,7 +206,7 @@ class LocalSolver:
 
     def finish(self, x: torch.Tensor, w: torch.Tensor, local: dict[str, Any],
                client_state: dict[str, torch.Tensor], num_steps: torch.Tensor | int,
-               learning_rate: float) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+               learning_rate: float | torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """``(delta, new_client_state, extras)`` after the local steps. Default: ``delta = w - x``."""
         return w - x, client_state, {}
 
