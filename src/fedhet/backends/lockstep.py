@@ -31,10 +31,11 @@ from typing import Any, Hashable, Optional
 
 import torch
 
-from fedhet.backends.base import RoundWork, augmentation_generator, client_batches, client_plan, cohort_sizes
+from fedhet.backends.base import RoundWork, augmentation_generator, client_plan, cohort_sizes
 from fedhet.backends.vectorized import CohortGrad, CohortSteps, run_cohort_steps
 from fedhet.client.base import LocalSolver
 from fedhet.client.context import ClientContext, begin_client
+from fedhet.client.schedule import batch_order
 from fedhet.core.cohort import Cohort
 from fedhet.core.seeding import torch_generator
 from fedhet.core.task import FederatedTask
@@ -117,41 +118,56 @@ class _RoundRows:
     generators: list[Optional[torch.Generator]]
     transforms: list[Any]
 
+    @property
+    def padding(self) -> tuple[int, int]:
+        """``(real examples, example slots)`` of the padded round: what padding costs."""
+        index = self.steps.index
+        return sum(sum(sizes) for sizes in self.batch_sizes), int(index.numel())
+
 
 def _round_rows(requests: list[LockstepRequest]) -> _RoundRows:
-    """Every row's padded minibatches, indexing a round-local copy of the examples the round reads."""
-    cpu = torch.device("cpu")
+    """Every row's padded minibatches, indexing a round-local copy of the examples the round reads.
+
+    The index is built in a few operations whatever the number of rows and steps: each client's
+    batches come as one tensor (:func:`fedhet.client.schedule.batch_order`, the sequential backend's
+    draws), and every example's slot ``(step, row, position)`` is computed at once."""
     first = requests[0].task
-    batches, batch_sizes, generators, transforms, row_run = [], [], [], [], []
-    for r, request in enumerate(requests):
+    orders, batch_sizes, generators, transforms, offsets = [], [], [], [], []
+    for request in requests:
         task, work = request.task, request.work
         for client_id in work.client_ids.tolist():
             plan = client_plan(task, request.solver.options, work, client_id)
-            client = client_batches(task, plan, work, client_id, device=cpu)
-            batches.append((client, task.client_range(client_id)[0]))
-            batch_sizes.append([len(idx) for idx in client])
+            start, end = task.client_range(client_id)
+            order, sizes = batch_order(end - start, plan, torch_generator(work.seed, "batches", work.round_index,
+                                                                          client_id))
+            orders.append(order)
+            batch_sizes.append(sizes)
+            offsets.append(start)
             generators.append(augmentation_generator(task, work, client_id))
             transforms.append(task.train_transform)
-            row_run.append(r)
-    num_rows = len(batches)
+    num_rows = len(batch_sizes)
     num_steps = torch.tensor([len(sizes) for sizes in batch_sizes], dtype=torch.int64)
     max_steps = int(num_steps.max()) if num_rows else 0
     max_batch = max((size for sizes in batch_sizes for size in sizes), default=1)
-    index = torch.empty(max_steps, num_rows, max_batch, dtype=torch.int64)
+    # Each batch's (row, step, size) in row-major order, and each example's slot in [S, rows, B].
+    batch_row, batch_step, flat_sizes = [], [], []
+    for k, sizes in enumerate(batch_sizes):
+        batch_row.extend([k] * len(sizes))
+        batch_step.extend(range(len(sizes)))
+        flat_sizes.extend(sizes)
+    sizes_t = torch.tensor(flat_sizes, dtype=torch.int64)
+    examples = torch.cat(orders) + torch.repeat_interleave(
+        torch.tensor(offsets, dtype=torch.int64), torch.tensor([sum(sizes) for sizes in batch_sizes]))
+    batch_base = (torch.tensor(batch_step) * num_rows + torch.tensor(batch_row)) * max_batch
+    batch_first = torch.cumsum(sizes_t, 0) - sizes_t
+    slot = torch.repeat_interleave(batch_base - batch_first, sizes_t) + torch.arange(examples.numel())
+    index = torch.tensor(offsets, dtype=torch.int64).view(1, num_rows, 1).repeat(max_steps, 1, max_batch)
     weight = torch.zeros(max_steps, num_rows, max_batch, dtype=first.dtype)
-    for k, (client, first_example) in enumerate(batches):
-        index[:, k, :] = first_example
-        sizes = batch_sizes[k]
-        if client and all(size == sizes[0] for size in sizes):
-            index[:len(client), k, :sizes[0]] = torch.stack(client)
-            weight[:len(client), k, :sizes[0]] = 1.0 / sizes[0]
-        else:
-            for s, idx in enumerate(client):
-                index[s, k, :len(idx)] = idx
-                weight[s, k, :len(idx)] = 1.0 / len(idx)
+    index.view(-1)[slot] = examples
+    weight.view(-1)[slot] = torch.repeat_interleave(1.0 / sizes_t.to(first.dtype), sizes_t)
     # The examples each run's rows read, gathered once for the round; the index then points into them.
     inputs, targets, offset, start = [], [], 0, 0
-    for r, request in enumerate(requests):
+    for request in requests:
         count = int(request.work.client_ids.numel())
         block = index[:, start:start + count]
         used, local = torch.unique(block, return_inverse=True)
@@ -166,10 +182,11 @@ def _round_rows(requests: list[LockstepRequest]) -> _RoundRows:
     return _RoundRows(steps, batch_sizes, generators, transforms)
 
 
-def train_lockstep(requests: list[LockstepRequest],
-                   cohort_grad: CohortGrad) -> list[tuple[Cohort, dict[str, torch.Tensor]]]:
-    """Train the requests (equal :func:`lockstep_key`) as one cohort; each run's ``(cohort,
-    new_client_states)``, as :meth:`fedhet.backends.base.Backend.train_cohort` returns them."""
+def train_lockstep(requests: list[LockstepRequest], cohort_grad: CohortGrad
+                   ) -> tuple[list[tuple[Cohort, dict[str, torch.Tensor]]], tuple[int, int]]:
+    """Train the requests (equal :func:`lockstep_key`) as one cohort: each run's ``(cohort,
+    new_client_states)``, as :meth:`fedhet.backends.base.Backend.train_cohort` returns them, and
+    the batch's ``(real examples, padded example slots)``."""
     first = requests[0].task
     device, dtype = first.device, first.dtype
     counts = [int(r.work.client_ids.numel()) for r in requests]
@@ -206,4 +223,4 @@ def train_lockstep(requests: list[LockstepRequest],
                         train_loss=losses[part], extras={name: value[part] for name, value in extras.items()})
         results.append((cohort, {name: value[part] for name, value in new_states.items()}))
         start += count
-    return results
+    return results, rows.padding

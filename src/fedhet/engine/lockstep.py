@@ -41,11 +41,14 @@ class LockstepInterrupted(RuntimeError):
 
 @dataclasses.dataclass
 class LockstepStats:
-    """What the group did: batched computations, the run-rounds they trained, rounds trained alone."""
+    """What the group did: batched computations, the run-rounds they trained, rounds trained alone,
+    and the batches' real examples against their padded example slots (what padding costs)."""
 
     batches: int = 0
     run_rounds: int = 0
     alone_rounds: int = 0
+    examples: int = 0
+    slots: int = 0
 
 
 class LockstepGroup:
@@ -128,7 +131,10 @@ class LockstepGroup:
                 if grad is None:
                     grad = self._grads[key] = make_cohort_grad(requests[0].task)
                 requests[0].task.model.train()
-                trained: list[Result | BaseException] = list(train_lockstep(requests, grad))
+                results, (examples, slots) = train_lockstep(requests, grad)
+                trained: list[Result | BaseException] = list(results)
+                self.stats.examples += examples
+                self.stats.slots += slots
             except Exception as error:  # noqa: BLE001  (every run of the batch fails with it)
                 trained = [error] * len(requests)
             self.stats.batches += 1
