@@ -45,7 +45,7 @@ from fedhet.lab.sweep.worker import LOG_FILE, execute_run, failure_status
 from fedhet.lab.sweep.worker_pool import WorkerPool
 
 if TYPE_CHECKING:
-    from fedhet.engine.lockstep import LockstepGroup
+    from fedhet.engine import LockstepGroup
 
 
 @dataclasses.dataclass
@@ -160,7 +160,7 @@ def _run_lockstep_groups(todo: list[tuple[PlannedRun, str]], options: SweepOptio
                          outcomes: dict[str, RunOutcome]) -> list[tuple[PlannedRun, str]]:
     """Run the lockstep groups of ``todo`` (:func:`lockstep_groups`) in this process, one after
     another (:mod:`fedhet.engine.lockstep`); records their outcomes and returns the other runs."""
-    from fedhet.engine.lockstep import LockstepGroup
+    from fedhet.engine import LockstepGroup
 
     groups = lockstep_groups(todo, options)
     datasets = DatasetCache()

@@ -38,7 +38,7 @@ from fedhet.errors import FedhetError
 from fedhet.lab.sweep.lifetime import watch_parent
 
 if TYPE_CHECKING:
-    from fedhet.engine.lockstep import LockstepGroup
+    from fedhet.engine import LockstepGroup
 
 LOG_FILE = "sweep.log"
 
