@@ -12,9 +12,11 @@ local epoch), the default its regime (three).
 
 A run-round is one simulator round (participation, local training, server step and its checks; no
 evaluation, which lockstep does not batch). Each configuration runs ``--warmup`` rounds, then
-``--rounds`` rounds under ``torch.profiler`` (every ``aten::`` event counted, nested ones too, the
-same way for both), then the same rounds again unprofiled for the seconds: wall time of the
-rounds (``perf_counter``, CUDA-synchronised on a GPU) divided by the run-rounds. Solo's operators and
+``--rounds`` rounds whose aten operators are counted by a ``TorchDispatchMode`` in every thread (the
+torch profiler records only the thread that starts it, and a lockstep group's runs are threads; solo's
+profiler ``aten::`` event count, nested events included, is recorded too), then as many rounds again
+for the seconds: CPU seconds of the process on a CPU (the machine may be shared), CUDA-synchronised
+wall seconds on a GPU, divided by the run-rounds. Solo's operators and
 seconds per run-round do not depend on R; they are measured on ``--solo-runs`` runs. The padded
 example slots of lockstep's batches against their real examples say what padding to the longest
 client costs (docs/design.md, "Lockstep runs").
@@ -139,7 +141,8 @@ def measure_lockstep(configs_, federation, rounds: int, warmup: int, device: tor
             if failed:
                 raise failed[0]
         return step
-    phase(warmup)()
+    if warmup:
+        phase(warmup)()
     before = (group.stats.examples, group.stats.slots)
     run_rounds = len(sims) * rounds
     counters: list[OpCounter] = []
@@ -157,7 +160,9 @@ def main(argv=None) -> None:
     parser.add_argument("--runs", default="1,8,64", help="lockstep group sizes (default 1,8,64)")
     parser.add_argument("--solo-runs", type=int, default=2, help="runs measured alone (per run-round figures)")
     parser.add_argument("--rounds", type=int, default=None, help="measured rounds (default 1 quick, 2 otherwise)")
-    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="unmeasured rounds first (default 0 quick: the counted round is the first, its one-off "
+                             "checks included, and the timed round comes after it; 1 otherwise)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, or both (cpu,cuda)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: a sweep's run)")
     parser.add_argument("--out", default=str(HERE / "results"))
@@ -165,10 +170,12 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
     epochs = 1 if args.quick else 3
     rounds = args.rounds or (1 if args.quick else 2)
+    warmup = args.warmup if args.warmup is not None else (0 if args.quick else 1)
     sizes = [int(size) for size in args.runs.split(",")]
     devices = [d for d in args.device.split(",") if d != "cuda" or torch.cuda.is_available()]
     record = {"machine": machine(f"torch {torch.__version__}", f"{args.threads} torch thread(s)"),
-              "command": " ".join(sys.argv), "epochs": epochs, "rounds": rounds, "results": []}
+              "command": " ".join(sys.argv), "epochs": epochs, "rounds": rounds, "warmup": warmup,
+              "results": []}
     lines = [f"# Lockstep runs: fedaware_dir01 FedAvg arm, {epochs} local epoch(s), {rounds} measured round(s)", "",
              f"Machine: {record['machine']}", "",
              "| device | mode | runs | ops / run-round | s / run-round | padded slots / example |",
@@ -178,13 +185,13 @@ def main(argv=None) -> None:
         device = torch.device(name)
         configs_ = configs(max(sizes + [args.solo_runs]), epochs, name)
         federation = build_federation(configs_[0], device)
-        solo = measure_solo(configs_[:args.solo_runs], federation, rounds, args.warmup, device)
+        solo = measure_solo(configs_[:args.solo_runs], federation, rounds, warmup, device)
         record["results"].append({"device": name, "mode": "solo", **solo})
         lines.append(f"| {name} | solo | {solo['runs']} | {solo['ops_per_run_round']:,.0f} | "
                      f"{solo['seconds_per_run_round']:.3f} | 1 |")
         print(lines[-1], flush=True)
         for size in sizes:
-            lock = measure_lockstep(configs_[:size], federation, rounds, args.warmup, device)
+            lock = measure_lockstep(configs_[:size], federation, rounds, warmup, device)
             record["results"].append({"device": name, "mode": "lockstep", **lock})
             lines.append(f"| {name} | lockstep | {size} | {lock['ops_per_run_round']:,.0f} | "
                          f"{lock['seconds_per_run_round']:.3f} | {lock['padding']:.2f} |")
