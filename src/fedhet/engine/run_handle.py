@@ -67,9 +67,10 @@ class RunHandle:
         else:
             # A lockstep run trains in the group's batches (fedhet.engine.lockstep); alone, where it
             # cannot join, it trains in this process: sequential on a CPU, vectorised on a GPU.
-            alone, alone_note = select_backend("sequential" if self.task.device.type == "cpu" else "vectorized",
-                                               self.task, algorithm.solver, BackendOptions.from_config(config))
-            backend, backend_note = lockstep.member(alone, log), f"lockstep group; alone: {alone.name}, {alone_note}"
+            alone, _ = select_backend("sequential" if self.task.device.type == "cpu" else "vectorized",
+                                      self.task, algorithm.solver, BackendOptions.from_config(config))
+            backend = lockstep.member(alone, log)
+            backend_note = f"a lockstep group's batches; a run that cannot join trains on the {alone.name} backend"
         log(f"backend: {backend.name} ({backend_note})")
         self.simulator = simulator_from_config(config, federation, algorithm=algorithm, backend=backend,
                                                stores_dir=run_dir / STORES_DIR)
