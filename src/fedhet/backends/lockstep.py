@@ -107,8 +107,8 @@ def _row_solver(requests: list[LockstepRequest], counts: list[int], like: torch.
 
 def _stack_rows(values: list[torch.Tensor], counts: list[int], device: torch.device) -> torch.Tensor:
     """Each run's value (one per run, e.g. a broadcast ``[d]``) repeated over that run's rows."""
-    return torch.cat([value.to(device).unsqueeze(0).expand(count, *value.shape)
-                      for value, count in zip(values, counts)])
+    stacked = torch.stack(values).to(device)
+    return stacked.repeat_interleave(torch.tensor(counts, device=device), dim=0)
 
 
 @dataclasses.dataclass
@@ -123,6 +123,16 @@ class _RoundRows:
         """``(real examples, example slots)`` of the padded round: what padding costs."""
         index = self.steps.index
         return sum(sum(sizes) for sizes in self.batch_sizes), int(index.numel())
+
+
+def _row_ranges(requests: list[LockstepRequest]) -> list[tuple[int, int]]:
+    """Each request's rows ``[a, b)`` of the batch (rows are ordered by request, then client)."""
+    ranges, start = [], 0
+    for request in requests:
+        count = int(request.work.client_ids.numel())
+        ranges.append((start, start + count))
+        start += count
+    return ranges
 
 
 def _round_rows(requests: list[LockstepRequest]) -> _RoundRows:
@@ -161,22 +171,18 @@ def _round_rows(requests: list[LockstepRequest]) -> _RoundRows:
     batch_base = (torch.tensor(batch_step) * num_rows + torch.tensor(batch_row)) * max_batch
     batch_first = torch.cumsum(sizes_t, 0) - sizes_t
     slot = torch.repeat_interleave(batch_base - batch_first, sizes_t) + torch.arange(examples.numel())
-    index = torch.tensor(offsets, dtype=torch.int64).view(1, num_rows, 1).repeat(max_steps, 1, max_batch)
+    # The round's examples in that order, each run's gathered from its own data with one index_select;
+    # a slot's index is its example's position there (padding points at position 0, weight 0).
+    index = torch.zeros(max_steps, num_rows, max_batch, dtype=torch.int64)
     weight = torch.zeros(max_steps, num_rows, max_batch, dtype=first.dtype)
-    index.view(-1)[slot] = examples
+    index.view(-1)[slot] = torch.arange(examples.numel())
     weight.view(-1)[slot] = torch.repeat_interleave(1.0 / sizes_t.to(first.dtype), sizes_t)
-    # The examples each run's rows read, gathered once for the round; the index then points into them.
-    inputs, targets, offset, start = [], [], 0, 0
-    for request in requests:
-        count = int(request.work.client_ids.numel())
-        block = index[:, start:start + count]
-        used, local = torch.unique(block, return_inverse=True)
-        index[:, start:start + count] = local + offset
-        used = used.to(request.task.device)
-        inputs.append(request.task.train.inputs.index_select(0, used))
-        targets.append(request.task.train.targets.index_select(0, used))
-        offset += int(used.numel())
-        start += count
+    run_examples = [sum(sum(sizes) for sizes in batch_sizes[a:b]) for a, b in _row_ranges(requests)]
+    inputs, targets = [], []
+    for request, part in zip(requests, examples.split(run_examples)):
+        part = part.to(request.task.device)
+        inputs.append(request.task.train.inputs.index_select(0, part))
+        targets.append(request.task.train.targets.index_select(0, part))
     device = first.device
     steps = CohortSteps(index.to(device), weight.to(device), num_steps, torch.cat(inputs), torch.cat(targets))
     return _RoundRows(steps, batch_sizes, generators, transforms)
@@ -214,13 +220,15 @@ def train_lockstep(requests: list[LockstepRequest], cohort_grad: CohortGrad
     num_steps = rows.steps.num_steps
     delta, new_states, extras = solver.finish(x, w, local, client_states, num_steps.to(device), learning_rate)
     losses = loss_sum.cpu() / num_steps.clamp(min=1).to(torch.float64)
-    results, start = [], 0
-    for request, count in zip(requests, counts):
-        part = slice(start, start + count)
+    deltas = delta.to(dtype).split(counts)
+    parts = {"losses": losses.split(counts), "steps": num_steps.split(counts)}
+    states = {name: value.split(counts) for name, value in new_states.items()}
+    extra_parts = {name: value.split(counts) for name, value in extras.items()}
+    results = []
+    for r, request in enumerate(requests):
         work = request.work
-        cohort = Cohort(client_ids=work.client_ids, deltas=delta[part].to(dtype).contiguous(),
-                        num_examples=cohort_sizes(request.task, work.client_ids), local_steps=num_steps[part],
-                        train_loss=losses[part], extras={name: value[part] for name, value in extras.items()})
-        results.append((cohort, {name: value[part] for name, value in new_states.items()}))
-        start += count
+        cohort = Cohort(client_ids=work.client_ids, deltas=deltas[r].contiguous(),
+                        num_examples=cohort_sizes(request.task, work.client_ids), local_steps=parts["steps"][r],
+                        train_loss=parts["losses"][r], extras={name: value[r] for name, value in extra_parts.items()})
+        results.append((cohort, {name: value[r] for name, value in states.items()}))
     return results, rows.padding
