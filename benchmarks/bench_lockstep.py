@@ -161,8 +161,7 @@ def main(argv=None) -> None:
     parser.add_argument("--solo-runs", type=int, default=2, help="runs measured alone (per run-round figures)")
     parser.add_argument("--rounds", type=int, default=None, help="measured rounds (default 1 quick, 2 otherwise)")
     parser.add_argument("--warmup", type=int, default=None,
-                        help="unmeasured rounds first (default 0 quick: the counted round is the first, its one-off "
-                             "checks included, and the timed round comes after it; 1 otherwise)")
+                        help="unmeasured rounds first (default 1: a run's one-off checks and set-up stay out)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, or both (cpu,cuda)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: a sweep's run)")
     parser.add_argument("--out", default=str(HERE / "results"))
@@ -170,7 +169,7 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
     epochs = 1 if args.quick else 3
     rounds = args.rounds or (1 if args.quick else 2)
-    warmup = args.warmup if args.warmup is not None else (0 if args.quick else 1)
+    warmup = args.warmup if args.warmup is not None else 1
     sizes = [int(size) for size in args.runs.split(",")]
     devices = [d for d in args.device.split(",") if d != "cuda" or torch.cuda.is_available()]
     record = {"machine": machine(f"torch {torch.__version__}", f"{args.threads} torch thread(s)"),
