@@ -63,6 +63,7 @@ class FedADMMSolver(LocalSolver):
     """FedADMM's client: ``direction = grad f_i(w) + y_i + rho (w - x)``; see the module docstring."""
 
     keeps_gradient = False      # the gradient is read once, in the step (client.base.GradFn)
+    lockstep_knobs = ("rho",)     # read only arithmetically: a per-row column in lockstep runs
     client_state_names = (DUAL, ANCHOR_OFFSET)
 
     def __init__(self, options: FedADMMOptions):

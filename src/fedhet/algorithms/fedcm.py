@@ -55,6 +55,7 @@ class FedCMSolver(LocalSolver):
     """FedCM's client: ``direction = alpha grad f_i(w) + (1 - alpha) Delta``; see the module docstring."""
 
     keeps_gradient = False      # the gradient is read once, in the step (client.base.GradFn)
+    lockstep_knobs = ("alpha",)     # read only arithmetically: a per-row column in lockstep runs
     # On a wire only delta_i travels: update_per_step = delta_i / (K_i eta_l) is delta_i scaled by two
     # numbers the server knows, so the clock counts one uploaded vector (docs/system.md, "Bytes").
     uploaded_vectors = 1

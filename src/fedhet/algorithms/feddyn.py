@@ -58,6 +58,7 @@ class FedDynSolver(LocalSolver):
     """FedDyn's client: ``direction = grad f_i(w) - gradL_i + alpha (w - x)``; see the module docstring."""
 
     keeps_gradient = False      # the gradient is read once, in the step (client.base.GradFn)
+    lockstep_knobs = ("alpha",)     # read only arithmetically: a per-row column in lockstep runs
     client_state_names = (LOCAL_GRADIENT,)
 
     def __init__(self, options: FedDynOptions):

@@ -38,6 +38,7 @@ class FedProxSolver(LocalSolver):
     """Local SGD on ``f_i(w) + (mu/2)||w - x||^2``: ``direction = grad f_i(w) + mu (w - x)``."""
 
     keeps_gradient = False      # the gradient is read once, in the step (client.base.GradFn)
+    lockstep_knobs = ("mu",)     # read only arithmetically: a per-row column in lockstep runs
 
     def __init__(self, options: FedProxOptions):
         super().__init__(options)

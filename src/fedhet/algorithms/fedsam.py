@@ -43,6 +43,7 @@ class FedSAMSolver(LocalSolver):
     """Local SAM steps; see the module docstring."""
 
     keeps_gradient = False      # each gradient is used before the next call (client.base.GradFn)
+    lockstep_knobs = ("rho",)     # read only arithmetically: a per-row column in lockstep runs
 
     def __init__(self, options: FedSAMOptions):
         super().__init__(options)

@@ -41,6 +41,7 @@ the plans) and moved once per round.
 """
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any, Callable, Optional
 
@@ -219,18 +220,62 @@ def train_cohort_vectorized(task: FederatedTask, solver: LocalSolver, work: Roun
     x = work.params
     num_clients = int(work.client_ids.numel())
     index, weight, batches, num_steps = padded_round_batches(task, solver, work)
+    client_states = on_device(work.client_states, device)
+    transform = task.train_transform
+    generators = [augmentation_generator(task, work, int(c)) for c in work.client_ids.tolist()]
+
+    def augment(inputs: torch.Tensor, s: int, active_list: list[bool]) -> None:
+        for k, is_active in enumerate(active_list):
+            generator = generators[k]       # not None: the task has a transform
+            if transform is not None and is_active and generator is not None:
+                size = len(batches[k][s])
+                inputs[k, :size] = transform(inputs[k, :size], generator)
+
+    w = x.unsqueeze(0).repeat(num_clients, 1)                     # [K, d], every client starts at x
+    context = ClientContext(work.round_index, tuple(work.client_ids.tolist()), work.seed, cohort=True, device=device)
+    local = begin_client(solver, x, client_states, work.broadcast, work.learning_rate, context)
+    steps = CohortSteps(index, weight, num_steps, task.train.inputs, task.train.targets,
+                        augment if transform is not None else None)
+    loss_sum = run_cohort_steps(solver, w, x, work.learning_rate, local, steps, cohort_grad)
+    steps_on_device = num_steps.to(device)
+    delta, new_states, extras = solver.finish(x, w, local, client_states, steps_on_device, work.learning_rate)
+    losses = (loss_sum.cpu() / num_steps.clamp(min=1).to(torch.float64))
+    cohort = Cohort(client_ids=work.client_ids, deltas=delta.to(task.dtype).contiguous(),
+                    num_examples=cohort_sizes(task, work.client_ids), local_steps=num_steps,
+                    train_loss=losses, extras=dict(extras))
+    return cohort, dict(new_states)
+
+
+@dataclasses.dataclass
+class CohortSteps:
+    """A round's padded minibatches of ``K`` rows (:func:`padded_round_batches`): ``index [S, K, B]``
+    into ``inputs``/``targets``, ``weight [S, K, B]``, ``num_steps [K]`` (CPU int64), and
+    ``augment(inputs [K, B, ...], s, active)``, which transforms the active rows' real examples of
+    step ``s`` in place (None: no augmentation)."""
+
+    index: torch.Tensor
+    weight: torch.Tensor
+    num_steps: torch.Tensor
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    augment: Optional[Callable[[torch.Tensor, int, list[bool]], None]] = None
+
+
+def run_cohort_steps(solver: LocalSolver, w: torch.Tensor, x: torch.Tensor, learning_rate: float | torch.Tensor,
+                     local: dict[str, Any], steps: CohortSteps, cohort_grad: CohortGrad) -> torch.Tensor:
+    """The local steps of ``K`` rows of ``w [K, d]``, in place; returns each row's loss sum ``[K]``
+    (float64) over its own steps. A row with fewer steps is frozen after its last one (module
+    docstring). ``x`` is ``[d]`` or one start point per row ``[K, d]``; ``learning_rate`` one number
+    or a ``[K, 1]`` column (:meth:`fedhet.client.base.LocalSolver.step`)."""
+    index, weight, num_steps = steps.index, steps.weight, steps.num_steps
+    num_clients = w.shape[0]
+    device = w.device
     steps_on_device = num_steps.to(device)
     # Clients in the order they finish: at step s the finished ones are its first (count of
     # num_steps <= s) entries, a count known on the host, so freezing them needs no GPU sync (a
     # nonzero on a device mask would sync every step of a Hybrid round).
     finish_order = torch.argsort(num_steps, stable=True).to(device)
-    client_states = on_device(work.client_states, device)
-    inputs_all, targets_all, transform = task.train.inputs, task.train.targets, task.train_transform
-    generators = [augmentation_generator(task, work, int(c)) for c in work.client_ids.tolist()]
-
-    w = x.unsqueeze(0).repeat(num_clients, 1)                     # [K, d], every client starts at x
-    context = ClientContext(work.round_index, tuple(work.client_ids.tolist()), work.seed, cohort=True, device=device)
-    local = begin_client(solver, x, client_states, work.broadcast, work.learning_rate, context)
+    inputs_all, targets_all = steps.inputs, steps.targets
     loss_sum = torch.zeros(num_clients, dtype=torch.float64, device=device)
 
     for s in range(index.shape[0]):
@@ -241,34 +286,24 @@ def train_cohort_vectorized(task: FederatedTask, solver: LocalSolver, work: Roun
         targets = targets_all.index_select(0, flat_index).view(*step_index.shape, *targets_all.shape[1:])
         active = steps_on_device > s                              # [K]
         active_list = (num_steps > s).tolist()
-        if transform is not None:
-            for k, is_active in enumerate(active_list):
-                generator = generators[k]       # not None: the task has a transform
-                if is_active and generator is not None:
-                    size = len(batches[k][s])
-                    inputs[k, :size] = transform(inputs[k, :size], generator)
+        if steps.augment is not None:
+            steps.augment(inputs, s, active_list)
 
         def grad_fn(point: torch.Tensor, inputs=inputs, targets=targets, step_weight=step_weight):
             return cohort_grad(point, inputs, targets, step_weight)
 
         if all(active_list):
-            loss = solver.step(w, x, grad_fn, work.learning_rate, local)
+            loss = solver.step(w, x, grad_fn, learning_rate, local)
         else:
             # Freeze finished clients: put back their rows of w and of the solver's local context.
             frozen = finish_order[:active_list.count(False)]
             saved_w = w[frozen]
             saved_local = snapshot_rows(local, frozen, num_clients)
-            loss = solver.step(w, x, grad_fn, work.learning_rate, local)
+            loss = solver.step(w, x, grad_fn, learning_rate, local)
             w[frozen] = saved_w
             restore_rows(local, frozen, saved_local)
         loss_sum += torch.where(active, loss.to(torch.float64), 0.0)
-
-    delta, new_states, extras = solver.finish(x, w, local, client_states, steps_on_device, work.learning_rate)
-    losses = (loss_sum.cpu() / num_steps.clamp(min=1).to(torch.float64))
-    cohort = Cohort(client_ids=work.client_ids, deltas=delta.to(task.dtype).contiguous(),
-                    num_examples=cohort_sizes(task, work.client_ids), local_steps=num_steps,
-                    train_loss=losses, extras=dict(extras))
-    return cohort, dict(new_states)
+    return loss_sum
 
 
 def snapshot_rows(local: dict[str, Any], rows: torch.Tensor, num_clients: int) -> dict[str, tuple]:

@@ -135,6 +135,11 @@ class LocalSolver:
     #: declare it gets True (:meth:`__init_subclass__`), so a solver built on a package solver
     #: (adding a momentum that keeps the gradient, say) is safe without knowing this flag.
     keeps_gradient: bool = False        # plain local SGD reads its gradient once, in the step
+    #: Attributes of the solver (hyperparameters read by the step rule) that lockstep runs may hold
+    #: as a ``[K, 1]`` column, one value per row, because the rule only multiplies or adds them
+    #: (docs/design.md, "Lockstep runs"). Runs whose solvers differ in any other option train in
+    #: separate batches.
+    lockstep_knobs: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -185,18 +190,23 @@ class LocalSolver:
         does not declare it): the gradient contract of :data:`GradFn`."""
         return self.gradient(w, grad_fn)
 
-    def step(self, w: torch.Tensor, x: torch.Tensor, grad_fn: GradFn, learning_rate: float,
+    def step(self, w: torch.Tensor, x: torch.Tensor, grad_fn: GradFn, learning_rate: float | torch.Tensor,
              local: dict[str, Any]) -> torch.Tensor:
-        """One local step, in place on ``w``; returns the minibatch loss."""
+        """One local step, in place on ``w``; returns the minibatch loss. ``learning_rate`` is one
+        number, or a ``[K, 1]`` column of per-row rates when the rows of ``w [K, d]`` belong to runs
+        of different rates (lockstep runs, docs/design.md "Lockstep runs")."""
         loss, direction = self.direction(w, x, grad_fn, local)
         if not (isinstance(direction, torch.Tensor) and direction.shape == w.shape):
             check_tensor_output(self, "direction", direction, w.shape)
-        w.add_(direction, alpha=-learning_rate)
+        if isinstance(learning_rate, torch.Tensor):
+            w.addcmul_(direction, learning_rate, value=-1)
+        else:
+            w.add_(direction, alpha=-learning_rate)
         return loss
 
     def finish(self, x: torch.Tensor, w: torch.Tensor, local: dict[str, Any],
                client_state: dict[str, torch.Tensor], num_steps: torch.Tensor | int,
-               learning_rate: float) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+               learning_rate: float | torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """``(delta, new_client_state, extras)`` after the local steps. Default: ``delta = w - x``."""
         return w - x, client_state, {}
 

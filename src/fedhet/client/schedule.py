@@ -69,14 +69,29 @@ def batch_indices(num_examples: int, plan: LocalPlan, generator: torch.Generator
     and cut into ``num_steps`` full batches, so each example is used as evenly as possible. A plan
     cut short (:func:`cut_short`) gets the first ``num_steps`` batches of the whole plan.
     """
-    batches: list[torch.Tensor] = []
     if plan.epochs > 0:
+        batches: list[torch.Tensor] = []
         for _ in range(plan.epochs):
             order = torch.randperm(num_examples, generator=generator)
             batches.extend(order.split(plan.batch_size))
         # Epoch mode makes exactly num_steps batches unless the plan was cut short.
         return batches[:plan.num_steps]
-    needed = plan.num_steps * plan.batch_size
+    order, sizes = batch_order(num_examples, plan, generator)
+    return list(order.split(sizes))
+
+
+def batch_order(num_examples: int, plan: LocalPlan, generator: torch.Generator) -> tuple[torch.Tensor, list[int]]:
+    """:func:`batch_indices` as one tensor, the steps' batches one after another, and each step's
+    batch size: the same draws and the same indices, in a few operations whatever the step count
+    (the lockstep batches' index, docs/design.md "Lockstep runs")."""
+    size = plan.batch_size
+    if plan.epochs > 0:
+        orders = [torch.randperm(num_examples, generator=generator) for _ in range(plan.epochs)]
+        per_epoch = [size] * (num_examples // size) + ([num_examples % size] if num_examples % size else [])
+        sizes = (per_epoch * plan.epochs)[:plan.num_steps]
+        order = orders[0] if len(orders) == 1 else torch.cat(orders)
+        return order[:sum(sizes)], sizes
+    needed = plan.num_steps * size
     order = torch.cat([torch.randperm(num_examples, generator=generator)
                        for _ in range(math.ceil(needed / num_examples))])
-    return list(order[:needed].split(plan.batch_size))
+    return order[:needed], [size] * plan.num_steps

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from fedhet.engine.device import configure_threads, resolve_device
     from fedhet.engine.federation import Federation, build_federation
     from fedhet.engine.fingerprint import config_fingerprint
+    from fedhet.engine.lockstep import LockstepGroup
     from fedhet.engine.preflight import check_run_resources
     from fedhet.engine.results import RunExistsError
     from fedhet.engine.run_handle import DIVERGED_FILE
@@ -51,6 +52,7 @@ _EXPORTS = {
     "resolve_device": "fedhet.engine.device",
     "build_federation": "fedhet.engine.federation",
     "Federation": "fedhet.engine.federation",
+    "LockstepGroup": "fedhet.engine.lockstep",
     "config_fingerprint": "fedhet.engine.fingerprint",
     "check_run_resources": "fedhet.engine.preflight",
     "RunExistsError": "fedhet.engine.results",
@@ -82,7 +84,7 @@ def __getattr__(name: str):
 __all__ = ["check_reachable", "RayClusterUnreachableError", "simulator_from_config", "storage_dtype_name", "Callback",
            "read_metrics", "scan_metrics", "CHECKPOINT_NAME", "CheckpointError", "has_checkpoint", "PREVIOUS_NAME",
            "DatasetCache", "deterministic_kernels", "configure_threads", "resolve_device", "build_federation",
-           "Federation", "config_fingerprint", "check_run_resources", "RunExistsError", "DIVERGED_FILE",
+           "Federation", "LockstepGroup", "config_fingerprint", "check_run_resources", "RunExistsError", "DIVERGED_FILE",
            "clear_run_directory", "DirectoryLock", "LOCK_NAME", "RunDirectoryInUseError", "resume_command",
            "resume_run", "run_experiment", "Simulator", "CLIENT_RECORD_KEYS", "CLIENT_SUMMARY_KEYS",
            "last_fraction_mean", "rounds_to_target", "sweep_viewer_lines"]

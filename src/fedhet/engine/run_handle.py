@@ -13,7 +13,7 @@ import math
 import shlex
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
 
@@ -32,6 +32,9 @@ from fedhet.engine.fingerprint import config_fingerprint
 from fedhet.engine.rundir import STORES_DIR
 from fedhet.engine.simulator import TrainingDivergedError
 
+if TYPE_CHECKING:
+    from fedhet.engine.lockstep import LockstepGroup
+
 DIVERGED_FILE = "diverged.json"   # written when a round diverged: {"round": t, "reason": ...}
 from fedhet.engine.summary import summarize
 
@@ -48,7 +51,7 @@ class RunHandle:
     """A live configured run: the :class:`Simulator` plus evaluation, records and files."""
 
     def __init__(self, config: ExperimentConfig, run_dir: Path, federation: Federation,
-                 log: Callable[[str], None]):
+                 log: Callable[[str], None], lockstep: Optional[LockstepGroup] = None):
         self.config = config
         self.run_dir = run_dir
         self.federation = federation
@@ -58,8 +61,16 @@ class RunHandle:
         # The solver is built once: backend choice reads it (can its rule be vectorised?) and the
         # simulator trains it.
         algorithm = build_algorithm(config)
-        backend, backend_note = select_backend(run.backend, self.task, algorithm.solver,
-                                               BackendOptions.from_config(config))
+        if lockstep is None:
+            backend, backend_note = select_backend(run.backend, self.task, algorithm.solver,
+                                                   BackendOptions.from_config(config))
+        else:
+            # A lockstep run trains in the group's batches (fedhet.engine.lockstep); alone, where it
+            # cannot join, it trains in this process: sequential on a CPU, vectorised on a GPU.
+            alone, _ = select_backend("sequential" if self.task.device.type == "cpu" else "vectorized",
+                                      self.task, algorithm.solver, BackendOptions.from_config(config))
+            backend = lockstep.member(alone, log)
+            backend_note = f"a lockstep group's batches; a run that cannot join trains on the {alone.name} backend"
         log(f"backend: {backend.name} ({backend_note})")
         self.simulator = simulator_from_config(config, federation, algorithm=algorithm, backend=backend,
                                                stores_dir=run_dir / STORES_DIR)

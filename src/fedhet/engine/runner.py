@@ -50,6 +50,7 @@ from fedhet.engine.tracking import check_trackers_installed, tracking_callbacks,
 
 if TYPE_CHECKING:
     from fedhet.engine.dataset_cache import DatasetCache
+    from fedhet.engine.lockstep import LockstepGroup
 
 # Importable from here, where ``fedhet run``'s users (the command line, benchmarks) find them.
 __all__ = ["RunHandle", "build_federation", "configure_threads", "resolve_device", "resume_command",
@@ -85,13 +86,14 @@ def _default_callbacks(config: ExperimentConfig, run_dir: Path) -> list[Callback
 def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, *, resume: bool = False,
                    overwrite: bool = False, callbacks: Iterable[Callback] = (),
                    log: Optional[Callable[[str], None]] = None,
-                   datasets: Optional[DatasetCache] = None) -> RunResult:
+                   datasets: Optional[DatasetCache] = None, lockstep: Optional[LockstepGroup] = None) -> RunResult:
     """Run (or resume) an experiment and return its summary.
 
     The result (:class:`fedhet.engine.results.RunResult`) is the summary mapping, with the run's
     per-round ``history`` and its ``run_dir`` as attributes. ``datasets``: loaded datasets to reuse
     across the runs of one process (a sweep worker's :class:`~fedhet.engine.dataset_cache.DatasetCache`);
-    the numbers are the same without it.
+    the numbers are the same without it. ``lockstep``: the group whose batches train this run's
+    rounds (:mod:`fedhet.engine.lockstep`; the same numbers to rounding).
 
     Messages (the backend chosen, a resume) go to the ``fedhet.engine.runner`` logger at INFO level,
     and also to ``log`` when given.
@@ -110,13 +112,13 @@ def run_experiment(config: ExperimentConfig, run_dir: str | Path | None = None, 
     run_dir = Path(run_dir) if run_dir is not None else Path(config.run.out_dir) / config.run.name
     with DirectoryLock(run_dir):
         summary = _run_locked(config, run_dir, resume=resume, overwrite=overwrite, callbacks=callbacks, log=log,
-                              datasets=datasets)
+                              datasets=datasets, lockstep=lockstep)
     return RunResult(summary, run_dir)
 
 
 def _run_locked(config: ExperimentConfig, run_dir: Path, *, resume: bool, overwrite: bool,
                 callbacks: Iterable[Callback], log: Callable[[str], None],
-                datasets: Optional[DatasetCache] = None) -> dict[str, Any]:
+                datasets: Optional[DatasetCache] = None, lockstep: Optional[LockstepGroup] = None) -> dict[str, Any]:
     saved: dict[str, Any] = {}
     refuse_linked_folders(run_dir, (STORES_DIR,) + tracking_folders())
     if resume:
@@ -139,7 +141,7 @@ def _run_locked(config: ExperimentConfig, run_dir: Path, *, resume: bool, overwr
     # A resumed run's trace and profiles come from its checkpoint, not from their files (which
     # may have changed or gone since): fedhet.core.resume_inputs.
     with resuming(saved["simulator"]) if resume else contextlib.nullcontext():
-        handle = RunHandle(config, run_dir, federation, log)
+        handle = RunHandle(config, run_dir, federation, log, lockstep)
     metrics_path = run_dir / "metrics.jsonl"
     if resume:
         handle.load_state(saved)
@@ -215,7 +217,7 @@ def _lost_rounds(records: list[dict[str, Any]], rounds_done: int, eval_every: in
 
 def resume_run(run_dir: str | Path, *, callbacks: Iterable[Callback] = (),
                log: Optional[Callable[[str], None]] = None, sets: Iterable[str] = (),
-               datasets: Optional[DatasetCache] = None) -> RunResult:
+               datasets: Optional[DatasetCache] = None, lockstep: Optional[LockstepGroup] = None) -> RunResult:
     """Continue an interrupted run from its directory (its saved ``config.toml`` and checkpoint).
 
     ``sets`` (``"run.rounds=200"``, ...) may change only the keys of
@@ -227,4 +229,5 @@ def resume_run(run_dir: str | Path, *, callbacks: Iterable[Callback] = (),
     check_resumable_overrides([parse_override(item)[0] for item in sets])
     with resuming():      # the configuration's checks do not read files the checkpoint replaces
         config = load_config(run_dir / "config.toml", sets)
-    return run_experiment(config, run_dir, resume=True, callbacks=callbacks, log=log, datasets=datasets)
+    return run_experiment(config, run_dir, resume=True, callbacks=callbacks, log=log, datasets=datasets,
+                          lockstep=lockstep)

@@ -41,6 +41,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sweep.add_argument("--ray-transfer", choices=("auto", "files", "shared"),
                        help="ray executor: write run directories in place (shared filesystem), ship their files "
                             "back from the nodes (files), or check per node (auto, the default)")
+    sweep.add_argument("--lockstep", choices=("off", "on", "auto"),
+                       help="train runs that share a model and local solver together in this process, one batched "
+                            "computation per round (on), where they compute on a CUDA device (auto), or each "
+                            "alone (off; the default unless the base file's sweep.lockstep says otherwise)")
     sweep.add_argument("--ray-max-attempts", type=int, metavar="N",
                        help="ray executor: attempts of a run whose node or worker died (default 3)")
     sweep.set_defaults(handler=run)
@@ -53,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
                          skip_missing=args.skip_missing, overwrite=args.overwrite, dry_run=args.dry_run,
                          executor=args.executor, ray_address=args.ray_address, ray_cpus_per_run=args.ray_cpus_per_run,
                          ray_gpus_per_run=args.ray_gpus_per_run, ray_transfer=args.ray_transfer,
-                         ray_max_attempts=args.ray_max_attempts, quiet=args.quiet)
+                         ray_max_attempts=args.ray_max_attempts, lockstep=args.lockstep, quiet=args.quiet)
 
 
 def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str] = None,
@@ -62,9 +66,9 @@ def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str
                   overwrite: bool = False, dry_run: bool = False, executor: Optional[str] = None,
                   ray_address: Optional[str] = None, ray_cpus_per_run: Optional[float] = None,
                   ray_gpus_per_run: Optional[float] = None, ray_transfer: Optional[str] = None,
-                  ray_max_attempts: Optional[int] = None, quiet: bool = False, stdout: Optional[TextIO] = None,
+                  ray_max_attempts: Optional[int] = None, lockstep: Optional[str] = None, quiet: bool = False, stdout: Optional[TextIO] = None,
                   stderr: Optional[TextIO] = None) -> int:
-    """``executor`` and the ``ray_*`` values override the base file's ``[sweep]`` table
+    """``executor``, ``lockstep`` and the ``ray_*`` values override the base file's ``[sweep]`` table
     (:mod:`fedhet.lab.sweep.options`); None leaves the table's value. ``quiet``: no progress
     view and no status lines, only errors, left-out settings and failed runs."""
     from fedhet.config import options_to_dict
@@ -85,7 +89,8 @@ def sweep_command(config: str, *, grids: Sequence[str] = (), seeds: Optional[str
                           skip_missing=skip_missing)
         options = sweep_options(options_to_dict(plan.options), {
             "executor": executor, "ray_address": ray_address, "ray_cpus_per_run": ray_cpus_per_run,
-            "ray_gpus_per_run": ray_gpus_per_run, "ray_transfer": ray_transfer, "ray_max_attempts": ray_max_attempts})
+            "ray_gpus_per_run": ray_gpus_per_run, "ray_transfer": ray_transfer, "ray_max_attempts": ray_max_attempts,
+            "lockstep": lockstep})
     except (ConfigError, SweepError) as error:
         say(f"fedhet sweep: {error}", stderr)
         return EXIT_INPUT_ERROR

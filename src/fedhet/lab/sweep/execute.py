@@ -22,7 +22,7 @@ import dataclasses
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import TYPE_CHECKING, Any, Optional, TextIO
 
 from fedhet.core import append_log_text, atomic_write_json, check_log_file
 from fedhet.engine import Callback, DatasetCache, DirectoryLock, clear_run_directory, read_metrics
@@ -44,6 +44,9 @@ from fedhet.lab.sweep.progress import DONE, FAILED, RUNNING, SKIPPED, SweepProgr
 from fedhet.lab.sweep.schedule import estimated_cost, longest_first, rounds_done
 from fedhet.lab.sweep.worker import LOG_FILE, execute_run, failure_status
 from fedhet.lab.sweep.worker_pool import WorkerPool
+
+if TYPE_CHECKING:
+    from fedhet.engine import LockstepGroup
 
 
 @dataclasses.dataclass
@@ -114,7 +117,8 @@ class _ProgressCallback(Callback):
         return False
 
 
-def _run_in_process(run: PlannedRun, state: str, view: SweepProgress, datasets: DatasetCache) -> RunOutcome:
+def _run_in_process(run: PlannedRun, state: str, view: SweepProgress, datasets: DatasetCache,
+                    lockstep: Optional[LockstepGroup] = None) -> RunOutcome:
     log_path = run.run_dir / LOG_FILE
     with append_log_text(log_path) as log_file:     # never through a planted link (fedhet.core.log_files)
         def log(message: str) -> None:
@@ -122,11 +126,58 @@ def _run_in_process(run: PlannedRun, state: str, view: SweepProgress, datasets: 
             log_file.flush()
         try:
             summary = execute_run(run.config, run.run_dir, resume=state == RESUME,
-                                  callbacks=[_ProgressCallback(view, run.name)], log=log, datasets=datasets)
+                                  callbacks=[_ProgressCallback(view, run.name)], log=log, datasets=datasets,
+                                  lockstep=lockstep)
         except Exception as error:  # one failed run must not stop the sweep; the log has the traceback
             log_file.write(traceback.format_exc())
             return RunOutcome(run, FAILED, error=f"{type(error).__name__}: {error}", exit_status=failure_status(error))
     return RunOutcome(run, DONE, summary=summary)
+
+
+def lockstep_groups(todo: list[tuple[PlannedRun, str]], options: SweepOptions) -> list[list[tuple[PlannedRun, str]]]:
+    """The runs that train in lockstep (``options.lockstep``), in groups of at most
+    ``options.lockstep_runs`` runs that share a dataset, model, dtype, device and local solver (runs
+    that differ elsewhere train in one group's separate batches: fedhet.engine.lockstep). ``auto``
+    takes the runs that compute on a CUDA device: on the CPU, runs alone in worker processes
+    measured faster (benchmarks/README.md, "Lockstep runs")."""
+    if options.lockstep == "off":
+        return []
+    from fedhet.engine import resolve_device
+
+    groups: dict[tuple, list[tuple[PlannedRun, str]]] = {}
+    for run, state in todo:
+        config = run.config
+        device = resolve_device(config.run.device)
+        if options.lockstep == "auto" and device.type != "cuda":
+            continue
+        key = (config.data.name, repr(config.data.options), repr(config.model), config.run.dtype, str(device),
+               config.client.name)
+        groups.setdefault(key, []).append((run, state))
+    size = options.lockstep_runs
+    return [group[i:i + size] for group in groups.values() for i in range(0, len(group), size)]
+
+
+def _run_lockstep_groups(todo: list[tuple[PlannedRun, str]], options: SweepOptions, view: SweepProgress,
+                         outcomes: dict[str, RunOutcome]) -> list[tuple[PlannedRun, str]]:
+    """Run the lockstep groups of ``todo`` (:func:`lockstep_groups`) in this process, one after
+    another (:mod:`fedhet.engine.lockstep`); records their outcomes and returns the other runs."""
+    from fedhet.engine import LockstepGroup
+
+    groups = lockstep_groups(todo, options)
+    datasets = DatasetCache()
+    for group in groups:
+        lockstep = LockstepGroup()
+        for run, state in group:
+            view.update(run.name, RUNNING, note="lockstep, resumed" if state == RESUME else "lockstep")
+        results = lockstep.run([lambda run=run, state=state: _run_in_process(run, state, view, datasets, lockstep)
+                                for run, state in group])
+        for result in results:
+            if not isinstance(result, RunOutcome):     # a run's thread interrupted: the sweep is
+                raise result
+            outcomes[result.run.name] = result
+            show_outcome(view, result)
+    grouped = {run.name for group in groups for run, _ in group}
+    return [(run, state) for run, state in todo if run.name not in grouped]
 
 
 def _finish_worker(run: PlannedRun, status: int) -> RunOutcome:
@@ -207,6 +258,9 @@ def run_sweep(plan: SweepPlan, *, jobs: Optional[int] = None, overwrite: bool = 
     jobs = jobs if jobs is not None else options.jobs
     if jobs is not None and jobs < 1:
         raise SweepError(f"--jobs must be at least 1, got {jobs}")
+    if options.executor == "ray" and options.lockstep == "on":
+        raise SweepError("sweep.lockstep = 'on' trains runs together in the sweep's process: it needs the "
+                         "local executor, not ray")
     if options.executor == "ray":
         from fedhet.lab.sweep.ray_executor import import_ray
 
@@ -256,16 +310,21 @@ def _run_sweep_locked(plan: SweepPlan, *, jobs: Optional[int], overwrite: bool, 
 
                 for outcome in RaySweepExecutor(plan, options, view, poll_seconds).run(_longest_first(todo)):
                     outcomes[outcome.run.name] = outcome
-        elif jobs == 1:
-            datasets = DatasetCache()         # each dataset loaded once for all the runs
-            for run, state in todo:
-                view.update(run.name, RUNNING, note="resumed" if state == RESUME else "")
-                outcome = _run_in_process(run, state, view, datasets)
-                outcomes[run.name] = outcome
-                show_outcome(view, outcome)
         else:
-            for outcome in _run_workers(_longest_first(todo), jobs, view, poll_seconds):
-                outcomes[outcome.run.name] = outcome
+            # Lockstep groups first, in this process, one group after another (their batches use the
+            # device); the other runs as always.
+            todo = _run_lockstep_groups(todo, options, view, outcomes)
+            jobs = min(jobs, max(1, len(todo)))
+            if todo and jobs == 1:
+                datasets = DatasetCache()         # each dataset loaded once for all the runs
+                for run, state in todo:
+                    view.update(run.name, RUNNING, note="resumed" if state == RESUME else "")
+                    outcome = _run_in_process(run, state, view, datasets)
+                    outcomes[run.name] = outcome
+                    show_outcome(view, outcome)
+            elif todo:
+                for outcome in _run_workers(_longest_first(todo), jobs, view, poll_seconds):
+                    outcomes[outcome.run.name] = outcome
     finally:
         view.close()
         _write_manifest(plan, outcomes, states)

@@ -9,6 +9,8 @@
     ray_gpus_per_run = 0
     ray_transfer = "auto"         # "auto" | "files" | "shared": how run directories reach the sweep directory
     ray_max_attempts = 3          # attempts of a run whose node or worker died
+    lockstep = "auto"             # "off" | "on" | "auto": train compatible runs together in this process
+    lockstep_runs = 64            # the most runs one lockstep group trains together
 
 The table describes how to execute the sweep, never what a run computes: ``fedhet run`` ignores it
 (:func:`fedhet.config.schema.resolve_config`), and a run's configuration and results are the same
@@ -25,6 +27,7 @@ from fedhet.config import ConfigError, build_options, option
 
 SECTION = "sweep"
 EXECUTORS = ("local", "ray")
+LOCKSTEP = ("off", "on", "auto")
 TRANSFERS = ("auto", "files", "shared")
 
 
@@ -47,6 +50,12 @@ class SweepOptions:
                                     "ships the files back at every checkpoint, 'auto' picks per node")
     ray_max_attempts: int = option(3, ge=1, help="ray executor: attempts of a run whose node or worker died; each "
                                                  "resumes from the last checkpoint that reached the sweep directory")
+    lockstep: str = option("off", choices=LOCKSTEP,
+                           help="local executor: 'on' trains the runs that share a model and a local solver in "
+                                "lockstep groups in this process (each round one batched computation of every "
+                                "run's clients; docs/design.md, \"Lockstep runs\"); 'auto' does so where the runs "
+                                "compute on a CUDA device; 'off' runs each run alone")
+    lockstep_runs: int = option(64, ge=1, help="lockstep: the most runs one group trains together")
 
 
 def sweep_options(table: Optional[Mapping[str, Any]], overrides: Optional[Mapping[str, Any]] = None) -> SweepOptions:

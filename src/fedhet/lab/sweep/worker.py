@@ -29,7 +29,7 @@ import sys
 import tomllib
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
 from fedhet.config import ExperimentConfig, resolve_config
 from fedhet.core import UnsafeLogFileError, open_log_for_append
@@ -37,33 +37,39 @@ from fedhet.engine import Callback, DatasetCache
 from fedhet.errors import FedhetError
 from fedhet.lab.sweep.lifetime import watch_parent
 
+if TYPE_CHECKING:
+    from fedhet.engine import LockstepGroup
+
 LOG_FILE = "sweep.log"
 
 
 def execute_run(config: Optional[ExperimentConfig], run_dir: Path, *, resume: bool,
                 callbacks: Iterable[Callback] = (), log: Callable[[str], None] = lambda message: None,
-                resume_sets: Sequence[str] = (), datasets: Optional[DatasetCache] = None) -> dict[str, Any]:
+                resume_sets: Sequence[str] = (), datasets: Optional[DatasetCache] = None,
+                lockstep: Optional[LockstepGroup] = None) -> dict[str, Any]:
     """Run ``config`` in ``run_dir`` from the start, or continue the run there (``resume``).
 
     ``resume_sets``: overrides of keys that keep the results (``run.threads=2``; see
     :func:`fedhet.engine.runner.resume_run`) applied to a resumed run's saved configuration.
-    ``datasets``: loaded datasets to reuse across runs of this process (same numbers without it)."""
+    ``datasets``: loaded datasets to reuse across runs of this process (same numbers without it).
+    ``lockstep``: the group that trains this run's rounds with others' (:mod:`fedhet.engine.lockstep`)."""
     from fedhet.config import load_config
     from fedhet.engine import CheckpointError, resume_run, run_experiment
 
     if resume:
         try:
-            return resume_run(run_dir, callbacks=callbacks, log=log, sets=resume_sets, datasets=datasets)
+            return resume_run(run_dir, callbacks=callbacks, log=log, sets=resume_sets, datasets=datasets,
+                              lockstep=lockstep)
         except CheckpointError as error:
             # Neither checkpoint.pt nor checkpoint.prev.pt is usable (e.g. truncated): a sweep run
             # has its planned configuration in config.toml, so it starts again rather than
             # failing on every re-run of the sweep.
             log(f"{error}; starting this run again from round 0")
             return run_experiment(load_config(run_dir / "config.toml", list(resume_sets)), run_dir, overwrite=True,
-                                  callbacks=callbacks, log=log, datasets=datasets)
+                                  callbacks=callbacks, log=log, datasets=datasets, lockstep=lockstep)
     if config is None:
         raise ValueError("a new run needs its configuration")
-    return run_experiment(config, run_dir, callbacks=callbacks, log=log, datasets=datasets)
+    return run_experiment(config, run_dir, callbacks=callbacks, log=log, datasets=datasets, lockstep=lockstep)
 
 
 def report_failure(error: Exception) -> None:
