@@ -5,9 +5,9 @@
 # lognormal devices (src/fedhet/configs/fmnist_deadline_time.toml's), and a synthetic availability trace (each
 # client on for 600 s and off for 1200 s on average, its mean on-period spread by sigma 1 across clients):
 #   synchronous:  FedAvg, FedAWARE, FedAU waiting for the slowest of 10 available clients; FedAvg with a 12 s
-#                 deadline and partial work                     (configs/cpu/async/sync.variants.toml)
+#                 deadline and partial work                     (configs/async/sync.variants.toml)
 #   asynchronous: FedBuff (K = 10, s(tau) = (1 + tau)^(-1/2)) with 20 and 50 clients in flight, FedAsync
-#                 (alpha 0.6, the same s), FedAWARE and FedAU in buffered form  (configs/cpu/async/async.variants.toml)
+#                 (alpha 0.6, the same s), FedAWARE and FedAU in buffered form  (configs/async/async.variants.toml)
 # 5 seeds each, then `fedhet report` with FedAvg as the baseline: time to 70% and final accuracy with intervals,
 # accuracy against virtual seconds for every arm in one panel.
 #
@@ -31,11 +31,11 @@ trace="$out/availability.json"
 with_trace=(--set participation.name=trace --set "participation.trace_file=$(pwd)/$trace")
 
 sweep_status=0
-"$fedhet" sweep src/fedhet/configs/fmnist_deadline_time.toml --variants configs/cpu/async/sync.variants.toml \
+"$fedhet" sweep src/fedhet/configs/fmnist_deadline_time.toml --variants configs/async/sync.variants.toml \
   --seeds "$seeds" --out "$out/sync" "${with_trace[@]}" --set participation.clients_per_round=10 "$@" \
   || sweep_status=$?
 if [ "$sweep_status" -ne 0 ] && [ "$sweep_status" -ne 1 ]; then exit "$sweep_status"; fi
-"$fedhet" sweep src/fedhet/configs/fmnist_async_time.toml --variants configs/cpu/async/async.variants.toml \
+"$fedhet" sweep src/fedhet/configs/fmnist_async_time.toml --variants configs/async/async.variants.toml \
   --seeds "$seeds" --out "$out/async" "${with_trace[@]}" "$@" || sweep_status=$?
 if [ "$sweep_status" -ne 0 ] && [ "$sweep_status" -ne 1 ]; then exit "$sweep_status"; fi
 echo "sweeps finished after $(( $(date +%s) - started )) s (set-up included)"
