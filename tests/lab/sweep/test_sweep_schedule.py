@@ -41,6 +41,16 @@ def test_the_cost_by_hand():
     assert estimated_cost(config(*uniform, "client.steps=5"), rounds_done=6) == 4 * 10 * 5 * 16 + 1 * REFERENCE_EXAMPLES / 18
 
 
+def test_a_natural_partition_counts_the_data_set_s_devices():
+    # Synthetic(1,1) with a natural partition: one client per device, no partition.num_clients.
+    natural = load_config(None, ["data.name=synthetic", "data.num_devices=30", "partition.name=natural",
+                                 "participation.name=full", "run.rounds=2", "run.eval_every=1", "client.steps=3",
+                                 "client.batch_size=10"])
+    assert natural.partition.options.num_clients is None
+    assert expected_clients_per_round(natural) == 30
+    assert estimated_cost(natural) == 2 * 30 * 3 * 10 + 2 * REFERENCE_EXAMPLES / 18
+
+
 def test_longest_first_keeps_the_order_of_ties():
     assert longest_first(["a", "b", "c", "d"], [1.0, 3.0, 1.0, 3.0]) == ["b", "d", "a", "c"]
     with pytest.raises(ValueError, match="3 items but 2 costs"):

@@ -22,10 +22,21 @@ TWO_GRADIENT_SOLVERS = frozenset({"fedspeed", "fedsam"})   # a gradient at w, th
 Item = TypeVar("Item")
 
 
+def number_of_clients(config: Any) -> int:
+    """The partition's ``num_clients``; a natural partition (one client per device of the data set, no
+    ``num_clients``) counts the data set's ``num_devices``, else 1."""
+    for options in (config.partition.options, config.data.options):
+        for key in ("num_clients", "num_devices"):
+            value = getattr(options, key, None)
+            if isinstance(value, int) and value >= 1:
+                return value
+    return 1
+
+
 def expected_clients_per_round(config: Any) -> float:
     """The participation process's expected number of clients in a round."""
     options = config.participation.options
-    num_clients = getattr(config.partition.options, "num_clients", 1)
+    num_clients = number_of_clients(config)
     name = config.participation.name
     if name == "full":
         return float(num_clients)
@@ -44,8 +55,7 @@ def estimated_cost(config: Any, rounds_done: int = 0) -> float:
     if steps > 0:
         per_client = steps * batch_size
     else:
-        num_clients = getattr(config.partition.options, "num_clients", 1)
-        per_client = getattr(client, "epochs", 1) * REFERENCE_EXAMPLES / max(num_clients, 1)
+        per_client = getattr(client, "epochs", 1) * REFERENCE_EXAMPLES / number_of_clients(config)
     if config.client.name in TWO_GRADIENT_SOLVERS:
         per_client *= 2
     rounds = max(config.run.rounds - rounds_done, 0)
