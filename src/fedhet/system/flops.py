@@ -16,8 +16,9 @@ import torch
 def forward_flops_per_example(model: torch.nn.Module, example: torch.Tensor) -> float:
     """Forward FLOPs of ``model`` on ``example`` (a batch of one, ``[1, ...]``)."""
     stated = getattr(model, "forward_flops_per_example", None)
-    if callable(stated):
-        return float(stated())
+    count = stated() if callable(stated) else None
+    if isinstance(count, (int, float)):
+        return float(count)
     from torch.utils.flop_counter import FlopCounterMode
 
     was_training = model.training
