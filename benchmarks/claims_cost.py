@@ -337,31 +337,20 @@ def roofline(result: dict[str, Any], peaks: dict[str, Any]) -> dict[str, float]:
             "measured_s": mean["train"], "ratio": mean["train"] / seconds, "round_ratio": bare / seconds}
 
 
-def _best_cpu_seconds(fn, calls: int, trials: int = 5) -> float:
-    """Best per-call CPU seconds (``time.process_time``) over ``trials`` loops of ``calls`` calls: on a
-    shared machine the CPU time of a one-thread kernel is disturbed far less than its wall time."""
-    fn()
-    best = math.inf
-    for _ in range(trials):
-        began = time.process_time()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.process_time() - began) / calls)
-    return best
-
-
 def one_thread_peaks() -> dict[str, float]:
     """This machine's one-thread float32 matmul peak (1024 squares; the 64x784x200 step shape too) and
     copy bandwidth (64 MiB), timed in CPU seconds (``benchmarks/roofline.py`` times wall seconds)."""
     import torch
+    from claims_floor import best_cpu_seconds
 
     torch.set_num_threads(1)
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
     x, w = torch.randn(64, 784), torch.randn(784, 200)
     src, dst = torch.ones(16 << 20), torch.empty(16 << 20)
-    peaks = {"flops_peak_1": 2 * 1024 ** 3 / _best_cpu_seconds(lambda: torch.mm(a, b), 20),
-             "mlp_shape_gflops_1": 2 * 64 * 784 * 200 / _best_cpu_seconds(lambda: torch.mm(x, w), 500) / 1e9,
-             "bandwidth_1": 2 * src.numel() * 4 / _best_cpu_seconds(lambda: dst.copy_(src), 20)}
+    # CPU seconds: on a shared machine a one-thread kernel's CPU time is disturbed far less than its wall time.
+    peaks = {"flops_peak_1": 2 * 1024 ** 3 / best_cpu_seconds(lambda: torch.mm(a, b), 20, trials=5),
+             "mlp_shape_gflops_1": 2 * 64 * 784 * 200 / best_cpu_seconds(lambda: torch.mm(x, w), 500, trials=5) / 1e9,
+             "bandwidth_1": 2 * src.numel() * 4 / best_cpu_seconds(lambda: dst.copy_(src), 20, trials=5)}
     print(f"claims_cost: 1-thread peaks: {peaks['flops_peak_1'] / 1e9:.0f} GFLOP/s (1024^3), "
           f"{peaks['mlp_shape_gflops_1']:.0f} GFLOP/s (64x784x200), {peaks['bandwidth_1'] / 1e9:.1f} GB/s copy", flush=True)
     return peaks
