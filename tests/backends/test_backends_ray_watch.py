@@ -166,7 +166,10 @@ def test_killing_the_private_rays_raylet_mid_run_ends_with_a_fedhet_line(tmp_pat
         run.kill()
         run.wait()
     lines = err.strip().splitlines()
-    assert run.returncode == 2, err[-2000:]
+    # 2 when fedhet's watch thread ends the driver; Ray's own 1 when its core worker ends the driver
+    # first (_Exit from C++) and the sentinel prints the line: which one wins is a race
+    # (docs/reliability.md, M2/M3).
+    assert run.returncode in (1, 2), err[-2000:]
     assert lines[-1].startswith("fedhet: ray backend: ") and "raylet" in lines[-1]
     assert lines[-1].endswith(f"continue with `fedhet run --resume {tmp_path / 'lost'}`.")
 

@@ -189,9 +189,11 @@ def test_the_stability_rule_on_a_made_up_grid(tmp_path, monkeypatch):
 
     loss = {0.01: 0.9, 0.03: 0.5, 0.1: 0.3, 0.3: 0.7, 0.9: 2.0}
     ran = []
+    directories = []
 
     def trials(runner, criterion, knobs, grids, directory, jobs, log):
         seed, protocol = runner.sets["run.seed"], "q" if "stability/q" in str(directory) else "p"
+        directories.append(directory)
         out = []
         for number, value in enumerate(grids[knobs[0].name]):
             ran.append((protocol, seed, value))
@@ -218,6 +220,10 @@ def test_the_stability_rule_on_a_made_up_grid(tmp_path, monkeypatch):
     # p's next steps were read from the grid; q's were run once per seed, only for the candidates checked
     assert sorted(r for r in ran if r[0] == "q") == [("q", s, v) for s in (0, 7) for v in (0.03, 0.1, 0.3, 0.9)]
     assert ("p", 0, 0.9) in ran and ("p", 7, 0.9) in ran        # beyond p's grid: run for the rule alone
+    # each step checked has a search directory of its own (one directory holds one search space)
+    checks = [d for d in directories if d.parent.parent.parent.name == "stage-1-stability"]
+    assert len(set(checks)) == len(checks) == 10
+    assert tmp_path / "stable" / "p" / "a" / "stage-1-stability" / "q" / "gamma-0.3" / "seed-7" in checks
     eligibility = {p["values"]["client.learning_rate"]: p["eligible"] for p in stable["points"]}
     assert eligibility == {0.01: True, 0.03: False, 0.1: False, 0.3: False}
     table = (tmp_path / "stable" / "results.md").read_text()

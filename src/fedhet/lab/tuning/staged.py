@@ -177,7 +177,7 @@ def _stable(plan: TuningPlan, search: Search, tier: str, point: Point, knob: Kno
     """The stability rule (docs/claims.md, "Tuning"): ``point`` is eligible only when the next larger value of
     its stage's knob (the next grid value, or the grid's ratio beyond its last) finishes on every tuning seed
     in the search's protocol and in every protocol of ``search.stability``. Trials it needs are run once, in
-    ``stage-N-stability/``, and read back afterwards."""
+    ``stage-N-stability/PROTOCOL/KNOB-STEP/``, and read back afterwards."""
     if point.eligible is not None:
         return point.eligible
     value = point.values[knob.key]
@@ -195,7 +195,8 @@ def _stable(plan: TuningPlan, search: Search, tier: str, point: Point, knob: Kno
         protocol = plan.protocols[protocol_name]
         sets = {**protocol.overrides(search.method, tier), **search.record, **others}
         for seed in seeds:
-            where = home / f"stage-{index}-stability" / protocol_name / f"seed-{seed}"
+            # One directory per step: a search directory holds one space, and several candidates are checked.
+            where = home / f"stage-{index}-stability" / protocol_name / f"{knob.name}-{step:g}" / f"seed-{seed}"
             runner = ConfigTrialRunner(protocol.base, {**sets, "run.seed": seed}, where / "trials")
             (trial,) = _stage_trials(runner, search.criterion, (knob,), {knob.name: (step,)}, where, jobs, log)
             if trial.state != COMPLETE:
