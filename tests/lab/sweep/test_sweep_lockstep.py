@@ -7,6 +7,7 @@ import math
 import pytest
 
 from fedhet.client.base import LocalSolver
+from fedhet.config import ConfigError
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.runner import run_experiment
 from fedhet.lab.sweep.execute import NO_PARTNER, lockstep_groups, lockstep_plan, run_sweep
@@ -65,6 +66,12 @@ def test_lockstep_on_refuses_the_ray_executor(tiny_config, tmp_path):
     with pytest.raises(SweepError, match="local executor"):
         run_sweep(plan, stream=io.StringIO(), live=False,
                   options=sweep_options(None, {"lockstep": "on", "executor": "ray"}))
+    with pytest.raises(SweepError, match="local executor"):          # the Python API's lockstep= argument
+        run_sweep(plan, stream=io.StringIO(), live=False, options=sweep_options(None, {"executor": "ray"}),
+                  lockstep="on")
+    with pytest.raises(ConfigError, match="'off', 'on', 'auto'"):
+        run_sweep(plan, stream=io.StringIO(), live=False, lockstep="maybe")
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_larger_set_splits_into_even_groups(tiny_config, tmp_path):

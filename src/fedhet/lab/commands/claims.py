@@ -269,13 +269,13 @@ def run_command(*, claims_dir: Optional[str] = None, only: Optional[str] = None,
     stdout, stderr = console_streams(stdout, stderr)
     started = time.monotonic()
     try:
+        options = sweep_options(None, {"executor": executor, "ray_address": ray_address,
+                                       "ray_cpus_per_run": ray_cpus_per_run, "ray_gpus_per_run": ray_gpus_per_run,
+                                       "lockstep": lockstep})
         out_dir = out or default_out(tier)
         _suite, claims, plan = _plan(claims_dir, only, tier, out_dir)
         if backend is not None:
             plan = with_backend(plan, backend)
-        options = sweep_options(None, {"executor": executor, "ray_address": ray_address,
-                                       "ray_cpus_per_run": ray_cpus_per_run, "ray_gpus_per_run": ray_gpus_per_run,
-                                       "lockstep": lockstep})
     except (FedhetError, ConfigError) as error:
         say(f"fedhet claims: {error}", stderr)
         return EXIT_INPUT_ERROR

@@ -288,7 +288,8 @@ def _write_manifest(plan: SweepPlan, outcomes: dict[str, RunOutcome], states: di
 
 def run_sweep(plan: SweepPlan, *, jobs: Optional[int] = None, overwrite: bool = False,
               stream: TextIO = sys.stderr, live: Optional[bool] = None, poll_seconds: float = 0.5,
-              options: Optional[SweepOptions] = None, notes: Optional[Notes] = None) -> SweepResult:
+              options: Optional[SweepOptions] = None, lockstep: Optional[str] = None,
+              notes: Optional[Notes] = None) -> SweepResult:
     """Run every run of ``plan`` that is not finished yet; returns each run's outcome.
 
     ``overwrite``: rerun from scratch the runs whose directories hold a different configuration
@@ -296,6 +297,7 @@ def run_sweep(plan: SweepPlan, *, jobs: Optional[int] = None, overwrite: bool = 
 
     ``options``: how to execute (default: the plan's, from the base file's ``[sweep]`` table);
     ``executor = "ray"`` runs each run as a Ray task (:mod:`fedhet.lab.sweep.ray_executor`).
+    ``lockstep`` (``off`` / ``on`` / ``auto``): replaces ``options.lockstep`` (docs/design.md, "Lockstep runs").
     ``jobs``: the local executor's parallel worker processes (default: ``options.jobs``, else one
     per usable core; 1 runs in this process).
     ``live``: redraw the progress block in place (default: when ``stream`` is a terminal).
@@ -303,6 +305,11 @@ def run_sweep(plan: SweepPlan, *, jobs: Optional[int] = None, overwrite: bool = 
     joined a group, and why; default: printed with the progress view).
     """
     options = options if options is not None else plan.options
+    if lockstep is not None:
+        from fedhet.config import options_to_dict
+        from fedhet.lab.sweep.options import sweep_options
+
+        options = sweep_options(options_to_dict(options), {"lockstep": lockstep})
     jobs = jobs if jobs is not None else options.jobs
     if jobs is not None and jobs < 1:
         raise SweepError(f"--jobs must be at least 1, got {jobs}")

@@ -108,11 +108,9 @@ class ConfigTrialRunner:
         return PlannedRun(name, self.trials_dir / name, config, None, assignments, config.run.seed)
 
     def _plan(self, runs):
-        from fedhet.lab.sweep.options import sweep_options
         from fedhet.lab.sweep.plan import SweepPlan
 
-        return SweepPlan(self.config_path, self.config_path.stem, self.trials_dir, tuple(runs),
-                         options=sweep_options(None, {"lockstep": self.lockstep}))
+        return SweepPlan(self.config_path, self.config_path.stem, self.trials_dir, tuple(runs))
 
     def run_batch(self, trials: Sequence[tuple[str, Mapping[str, Any]]], jobs: int) -> dict[str, TrialRun]:
         from fedhet.lab.sweep.execute import run_sweep
@@ -121,7 +119,8 @@ class ConfigTrialRunner:
             return {}
         planned = [self._planned(name, values) for name, values in trials]
         # The sweep's own progress block is not shown: the search reports trial by trial.
-        result = run_sweep(self._plan(planned), jobs=jobs, stream=io.StringIO(), live=False, notes=self.log)
+        result = run_sweep(self._plan(planned), jobs=jobs, stream=io.StringIO(), live=False, lockstep=self.lockstep,
+                           notes=self.log)
         machine = [o for o in result.outcomes if o.status == "failed" and o.exit_status == MACHINE_FAILURE]
         if machine:
             # As in run_one: the machine failed (a full disk, no memory, the resource estimate refused,
