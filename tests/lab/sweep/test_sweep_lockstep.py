@@ -135,3 +135,20 @@ def test_a_solver_the_vectorised_backend_refuses_trains_alone_and_the_sweep_says
         alone = tmp_path / "alone" / outcome.run.name
         run_experiment(outcome.run.config, alone)
         _same_records(_values(outcome.run.run_dir), _values(alone), tolerance=0)
+
+
+def test_a_note_is_a_line_of_its_own_in_both_progress_modes():
+    from fedhet.lab.sweep.progress import RUNNING, SweepProgress
+
+    for live in (False, True):
+        stream = io.StringIO()
+        view = SweepProgress([("a", 4), ("b", 4)], stream, live=live)
+        view.update("a", RUNNING)
+        view.message("a: lockstep: this run trains alone: why")
+        view.update("b", RUNNING)
+        text = stream.getvalue()
+        assert text.count("a: lockstep: this run trains alone: why\n") == 1
+        if live:
+            # The block (two run lines and the summary) was taken away before the note and drawn again after it.
+            before, after = text.split("a: lockstep: this run trains alone: why\n")
+            assert before.endswith("\x1b[3F\x1b[J") and "sweep |" in after and after.count("\x1b[2K") >= 3
