@@ -14,6 +14,7 @@ Usage (from the repository root; Fashion-MNIST where fedhet finds it):
 
     PYTHONPATH=src python benchmarks/claims_gpu.py [--jobs 12] [--max-seconds 330] [--backend auto]
         [--groups 'CLAIM,CLAIM:JOBS;CLAIM:JOBS'] [--runs-dir /tmp/claims-gpu] [--report] [--out benchmarks/results]
+        [--lockstep off|on|auto]
 
 ``--groups`` runs several sweeps at once over disjoint protocols (each its own output folder, moved into
 one afterwards), so that a time cap measures every protocol instead of only the first ones in the
@@ -83,6 +84,9 @@ def main(argv=None) -> int:
                                                      "(disjoint protocols, each its own output folder)")
     parser.add_argument("--max-seconds", type=float, default=330.0)
     parser.add_argument("--backend", default="auto")
+    parser.add_argument("--lockstep", default="off", choices=("off", "on", "auto"),
+                        help="`fedhet claims run --lockstep` (default off: each run alone, the path measured "
+                             "before lockstep existed; the command's own default is auto)")
     parser.add_argument("--runs-dir", type=Path, default=Path("/tmp/claims-gpu"))
     parser.add_argument("--report", action="store_true", help="run `fedhet claims report` when the tier finished")
     parser.add_argument("--out", type=Path, default=HERE / "results")
@@ -106,7 +110,8 @@ def main(argv=None) -> int:
     for index, (only, jobs) in enumerate(groups):
         group_out = out_dir if len(groups) == 1 else args.runs_dir / f"group{index}"
         command = [sys.executable, "-m", "fedhet.cli", "claims", "run", "--claims", str(claims_dir), "--out",
-                   str(group_out), "--jobs", str(jobs), "--backend", args.backend, "--no-report"] + (["--only", only] if only else [])
+                   str(group_out), "--jobs", str(jobs), "--backend", args.backend, "--lockstep", args.lockstep,
+                   "--no-report"] + (["--only", only] if only else [])
         log = open(args.runs_dir / f"sweep{index}.log", "w")
         sweeps.append((subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                         start_new_session=True), log, group_out))
@@ -176,12 +181,14 @@ def main(argv=None) -> int:
                                                                        r"inconclusive|below regime", v)]
         (args.runs_dir / "report.txt").write_text(report.stdout + report.stderr)
 
-    record = {"machine": line, "command": " ".join(sys.argv), "backend": args.backend, "jobs": args.jobs,
+    record = {"machine": line, "command": " ".join(sys.argv), "backend": args.backend, "lockstep": args.lockstep,
+              "jobs": args.jobs,
               "max_seconds": args.max_seconds, "groups": groups, "sweep_exits": codes, "wall_seconds": wall, "runs": len(runs),
               "finished": finished, "complete": complete, "projected_tier_seconds": projection,
               "projection_is_estimate": not complete, "protocols": protocols, "verdicts": verdicts}
     groups_text = "; ".join(f"{only or 'all claims'}: {jobs} jobs" for only, jobs in groups)
-    rows = [f"Claims default tier, run.backend = {args.backend}, sweeps run at once: {groups_text}; {line}",
+    rows = [f"Claims default tier, run.backend = {args.backend}, lockstep {args.lockstep}, sweeps run at once: "
+            f"{groups_text}; {line}",
             f"wall {wall:.0f} s, {finished}/{len(runs)} runs finished"
             + ("" if complete else f" (stopped at the {args.max_seconds:.0f} s cap); projected tier "
                + (f"{projection:.0f} s (estimate: sum of rounds x measured s/round / all jobs)"

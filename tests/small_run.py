@@ -52,3 +52,13 @@ class StopAfter(Callback):
     def on_round_end(self, run, record):
         if record["round"] == self.k:
             raise KeyboardInterrupt
+
+
+def skip_run_plots(monkeypatch) -> None:
+    """Leave out a run's pictures (``partition.png``, ``participation.png``): drawing them takes most of
+    a small run's seconds and no number depends on them. ``participation.pt`` is still written."""
+    import fedhet.participation.plots
+    from fedhet.engine import run_plots
+
+    monkeypatch.setattr(run_plots, "write_partition_plot", lambda handle: None)
+    monkeypatch.setattr(fedhet.participation.plots, "plot_participation_raster", lambda *args, **kwargs: None)

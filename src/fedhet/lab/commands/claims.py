@@ -17,7 +17,7 @@ from typing import Optional, TextIO
 
 from fedhet.config import ConfigError
 from fedhet.errors import FedhetError
-from fedhet.lab.commands.executor_flags import add_executor_flags
+from fedhet.lab.commands.executor_flags import add_executor_flags, add_lockstep_flag
 from fedhet.lab.commands.shared import EXIT_FAILED_RUNS, EXIT_INPUT_ERROR, EXIT_OK, console_streams, run_plan, say
 
 DEFAULT_CLAIMS_DIR = "configs/claims"
@@ -90,6 +90,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                  "per job); on a CUDA GPU 'auto' trains each cohort vectorised "
                                  "(docs/claims.md, \"Cost\")")
     add_executor_flags(run_parser, default="local; docs/experiments.md, \"Sweeps on a Ray cluster\"")
+    add_lockstep_flag(run_parser)
     report = commands.add_parser("report", help="verdicts, claims table and HTML report from the runs so far")
     _common(report)
     report.add_argument("--only", metavar="ID,...", help="only these claims")
@@ -129,7 +130,7 @@ def _run(args: argparse.Namespace) -> int:
     return run_command(claims_dir=args.claims, only=args.only, tier=args.tier, out=args.out, jobs=args.jobs,
                        overwrite=args.overwrite, dry_run=args.dry_run, report=not args.no_report,
                        executor=args.executor, ray_address=args.ray_address, ray_cpus_per_run=args.ray_cpus_per_run,
-                       ray_gpus_per_run=args.ray_gpus_per_run, backend=args.backend)
+                       ray_gpus_per_run=args.ray_gpus_per_run, backend=args.backend, lockstep=args.lockstep)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -252,29 +253,34 @@ def run_command(*, claims_dir: Optional[str] = None, only: Optional[str] = None,
                 dry_run: bool = False, report: bool = True, executor: Optional[str] = None,
                 ray_address: Optional[str] = None, ray_cpus_per_run: Optional[float] = None,
                 ray_gpus_per_run: Optional[float] = None, backend: Optional[str] = None,
-                stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
+                lockstep: Optional[str] = None, stdout: Optional[TextIO] = None,
+                stderr: Optional[TextIO] = None) -> int:
     """Run every run the selected claims need (skipping finished ones), then write and print the report.
     ``executor`` (``local`` / ``ray``) and the ``ray_*`` values choose how the runs execute, as
     ``fedhet sweep``'s flags (:mod:`fedhet.lab.sweep.options`); they never change a run's result. ``backend``
     replaces every run's ``run.backend`` (the base files' ``sequential``); ``vectorized`` gives the same
-    numbers to rounding, so a finished run made with another backend counts as a different configuration."""
+    numbers to rounding, so a finished run made with another backend counts as a different configuration.
+    ``lockstep`` (``off`` / ``on`` / ``auto``, default ``auto``: on a CUDA device only) trains the runs that
+    share a model and local solver together (``fedhet sweep --lockstep``; docs/claims.md, "Cost"); a run's
+    configuration, directory and numbers to rounding are its own either way."""
     from fedhet.lab.claims.planning import with_backend
     from fedhet.lab.sweep.options import sweep_options
 
     stdout, stderr = console_streams(stdout, stderr)
     started = time.monotonic()
     try:
+        options = sweep_options(None, {"executor": executor, "ray_address": ray_address,
+                                       "ray_cpus_per_run": ray_cpus_per_run, "ray_gpus_per_run": ray_gpus_per_run,
+                                       "lockstep": lockstep})
         out_dir = out or default_out(tier)
         _suite, claims, plan = _plan(claims_dir, only, tier, out_dir)
         if backend is not None:
             plan = with_backend(plan, backend)
-        options = sweep_options(None, {"executor": executor, "ray_address": ray_address,
-                                       "ray_cpus_per_run": ray_cpus_per_run, "ray_gpus_per_run": ray_gpus_per_run})
     except (FedhetError, ConfigError) as error:
         say(f"fedhet claims: {error}", stderr)
         return EXIT_INPUT_ERROR
     say(f"fedhet claims: {len(claims)} claims, {len(plan.runs)} runs in {out_dir} ({TIER_TEXT[tier]})", stderr)
-    if backend is None and gpu_present():
+    if backend is None and options.lockstep == "off" and gpu_present():
         say("fedhet claims: a CUDA GPU is present and the protocols pin run.backend = sequential (one client at "
             "a time); --backend auto trains each cohort vectorised, 1.5-2.6x faster a run on an H200 "
             "(docs/claims.md, \"Cost\")", stderr)

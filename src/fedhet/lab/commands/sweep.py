@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional, Sequence, TextIO, cast
 
 from fedhet.config import ConfigError
-from fedhet.lab.commands.executor_flags import add_executor_flags
+from fedhet.lab.commands.executor_flags import add_executor_flags, add_lockstep_flag
 from fedhet.lab.commands.shared import EXIT_FAILED_RUNS, EXIT_INPUT_ERROR, EXIT_OK, console_streams, run_plan, say
 
 
@@ -41,10 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sweep.add_argument("--ray-transfer", choices=("auto", "files", "shared"),
                        help="ray executor: write run directories in place (shared filesystem), ship their files "
                             "back from the nodes (files), or check per node (auto, the default)")
-    sweep.add_argument("--lockstep", choices=("off", "on", "auto"),
-                       help="train runs that share a model and local solver together in this process, one batched "
-                            "computation per round (on), where they compute on a CUDA device (auto), or each "
-                            "alone (off; the default unless the base file's sweep.lockstep says otherwise)")
+    add_lockstep_flag(sweep, default="the base file's sweep.lockstep, else auto")
     sweep.add_argument("--ray-max-attempts", type=int, metavar="N",
                        help="ray executor: attempts of a run whose node or worker died (default 3)")
     sweep.set_defaults(handler=run)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from fedhet.lab.commands.executor_flags import add_lockstep_flag
 from fedhet.lab.tuning.criteria import Criterion, check_criterion, parse_criterion
 from fedhet.lab.tuning.errors import TuneError
 from fedhet.lab.tuning.search import SAMPLERS, SearchSettings, run_search
@@ -16,13 +17,22 @@ from fedhet.lab.tuning.trials import ConfigTrialRunner
 
 def tune_command(config: str, params: Sequence[str], *, sampler: str = "grid", trials: Optional[int] = None,
                  criterion: Optional[str] = None, jobs: int = 1, out: Optional[str] = None, seed: int = 0,
-                 sets: Sequence[str] = (), command: str = "") -> int:
+                 sets: Sequence[str] = (), command: str = "", lockstep: Optional[str] = None) -> int:
+    """``lockstep`` (``off`` / ``on`` / ``auto``; default ``auto``: on a CUDA device only): the trials run
+    together are trained in lockstep (``fedhet sweep --lockstep``; docs/tuning.md): every grid point, or
+    each batch of ``jobs`` trials Optuna asks for at once. Optuna with ``jobs = 1`` draws each trial from
+    the ones finished before it, so its trials run one at a time, alone."""
     from fedhet.config import parse_override
+    from fedhet.lab.sweep.options import sweep_options
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
 
     space = tuple(parse_parameter(text) for text in params)
     overrides = dict(parse_override(item) for item in sets)
+    lockstep = sweep_options(None, {"lockstep": lockstep}).lockstep
     out_dir = Path(out) if out else Path("runs") / f"tune-{Path(config).stem}"
-    runner = ConfigTrialRunner(config, overrides, out_dir / "trials")
+    runner = ConfigTrialRunner(config, overrides, out_dir / "trials", lockstep=lockstep, log=log)
     base = runner.base
     chosen: Criterion = parse_criterion(criterion) if criterion else Criterion("train_loss", base.run.rounds)
     check_criterion(chosen, rounds=base.run.rounds, eval_every=base.run.eval_every,
@@ -34,9 +44,11 @@ def tune_command(config: str, params: Sequence[str], *, sampler: str = "grid", t
         # Optuna logs every trial at INFO; the search prints its own lines and table.
         optuna = import_optuna()
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if sampler == "optuna" and jobs == 1 and lockstep == "on":
+        log("fedhet tune: --lockstep on: Optuna draws each trial from the trials finished before it, so with "
+            "--jobs 1 they run one at a time, alone (--jobs N asks for N trials at once, trained in lockstep)")
     settings = SearchSettings(space=space, criterion=chosen, sampler=sampler, trials=trials, seed=seed, jobs=jobs)
-    result = run_search(settings, runner, out_dir, command=command,
-                        log=lambda message: print(message, file=sys.stderr, flush=True))
+    result = run_search(settings, runner, out_dir, command=command, log=log)
     print(result.table())
     best = result.best
     if best is None:        # run_search raises first (require_complete); kept for the type checker
@@ -73,6 +85,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     tune.add_argument("--out", metavar="DIR", help="directory of the search (default: runs/tune-<config name>)")
     tune.add_argument("--seed", type=int, default=0, help="seed of the Optuna sampler (default 0)")
     tune.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a value in every trial")
+    add_lockstep_flag(tune, runs="trials")
     tune.set_defaults(handler=run)
 
 
@@ -91,4 +104,4 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, command: str) -> int:
     return tune_command(args.config, args.param, sampler=args.sampler, trials=args.trials,
                         criterion=args.criterion, jobs=args.jobs, out=args.out, seed=args.seed,
-                        sets=args.set or [], command=command)
+                        sets=args.set or [], command=command, lockstep=args.lockstep)

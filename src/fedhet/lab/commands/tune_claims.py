@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from fedhet.core import atomic_write_text
+from fedhet.lab.commands.executor_flags import add_lockstep_flag
 from fedhet.lab.tuning.plan_outputs import chosen_toml, describe_plan, display_value, results_json, results_markdown
 from fedhet.lab.tuning.preregistered import load_plan
 from fedhet.lab.tuning.staged import run_preregistered_search
@@ -23,7 +24,12 @@ DEFAULT_PLAN = "configs/claims/tuning.toml"
 
 
 def tune_claims_command(plan_path: str, *, tier: str, only: Optional[list[str]], out: Optional[str], jobs: int,
-                        dry_run: bool, command: str) -> int:
+                        dry_run: bool, command: str, lockstep: Optional[str] = None) -> int:
+    """``lockstep`` (``off`` / ``on`` / ``auto``; default ``auto``: on a CUDA device only): each grid's
+    trials train together (``fedhet tune --lockstep``)."""
+    from fedhet.lab.sweep.options import sweep_options
+
+    lockstep = sweep_options(None, {"lockstep": lockstep}).lockstep
     plan = load_plan(plan_path)
     if dry_run:
         print(describe_plan(plan, only, tier))
@@ -31,7 +37,7 @@ def tune_claims_command(plan_path: str, *, tier: str, only: Optional[list[str]],
     out_dir = Path(out) if out else Path("runs") / ("tune_claims" if tier == "default" else f"tune_claims_{tier}")
     outcomes = []
     for search in plan.select(only):
-        outcomes.append(run_preregistered_search(plan, search, out_dir, tier=tier, jobs=jobs,
+        outcomes.append(run_preregistered_search(plan, search, out_dir, tier=tier, jobs=jobs, lockstep=lockstep,
                                                  log=lambda message: print(message, file=sys.stderr, flush=True)))
         # Written after every search, so an interrupted plan still shows what has finished.
         atomic_write_text(out_dir / "results.md", results_markdown(outcomes, command))
@@ -60,6 +66,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", metavar="DIR", help="default runs/tune_claims (runs/tune_claims_quick)")
     parser.add_argument("--jobs", type=int, default=1, metavar="N", help="trials in parallel (sweep workers)")
     parser.add_argument("--dry-run", action="store_true", help="list the searches and their trial counts")
+    add_lockstep_flag(parser, runs="trials of a grid")
     parser.set_defaults(handler=run)
 
 
@@ -68,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     command = "fedhet " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["tune-claims"] else "fedhet tune-claims"
     try:
         return tune_claims_command(args.plan, tier=args.tier, only=args.only.split(",") if args.only else None,
-                                   out=args.out, jobs=args.jobs, dry_run=args.dry_run, command=command)
+                                   out=args.out, jobs=args.jobs, dry_run=args.dry_run, command=command,
+                                   lockstep=args.lockstep)
     except KeyboardInterrupt:
         print("fedhet: interrupted; run the same `fedhet tune-claims` command again to continue",
               file=sys.stderr)

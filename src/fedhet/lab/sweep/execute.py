@@ -22,7 +22,7 @@ import dataclasses
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Optional, TextIO
 
 from fedhet.core import append_log_text, atomic_write_json, check_log_file
 from fedhet.engine import Callback, DatasetCache, DirectoryLock, clear_run_directory, read_metrics
@@ -117,13 +117,24 @@ class _ProgressCallback(Callback):
         return False
 
 
+# The prefix of the lines a lockstep member writes in its run's log about the group (fedhet.engine.lockstep:
+# a run the vectorised backend refuses says there why it trains alone); the sweep repeats them as notes.
+LOCKSTEP_PREFIX = "lockstep: "
+# Why a run whose setting no other run of the sweep shares trains alone, not in a group of one.
+NO_PARTNER = ("lockstep: this run trains alone: no other run of the sweep shares its dataset, model, dtype, "
+              "device and local solver")
+Notes = Callable[[str], None]
+
+
 def _run_in_process(run: PlannedRun, state: str, view: SweepProgress, datasets: DatasetCache,
-                    lockstep: Optional[LockstepGroup] = None) -> RunOutcome:
+                    lockstep: Optional[LockstepGroup] = None, notes: Optional[Notes] = None) -> RunOutcome:
     log_path = run.run_dir / LOG_FILE
     with append_log_text(log_path) as log_file:     # never through a planted link (fedhet.core.log_files)
         def log(message: str) -> None:
             log_file.write(message + "\n")
             log_file.flush()
+            if lockstep is not None and notes is not None and message.startswith(LOCKSTEP_PREFIX):
+                notes(f"{run.name}: {message}")
         try:
             summary = execute_run(run.config, run.run_dir, resume=state == RESUME,
                                   callbacks=[_ProgressCallback(view, run.name)], log=log, datasets=datasets,
@@ -134,42 +145,77 @@ def _run_in_process(run: PlannedRun, state: str, view: SweepProgress, datasets: 
     return RunOutcome(run, DONE, summary=summary)
 
 
-def lockstep_groups(todo: list[tuple[PlannedRun, str]], options: SweepOptions) -> list[list[tuple[PlannedRun, str]]]:
-    """The runs that train in lockstep (``options.lockstep``), in groups of at most
-    ``options.lockstep_runs`` runs that share a dataset, model, dtype, device and local solver (runs
-    that differ elsewhere train in one group's separate batches: fedhet.engine.lockstep). ``auto``
-    takes the runs that compute on a CUDA device: on the CPU, runs alone in worker processes
-    measured faster (benchmarks/README.md, "Lockstep runs")."""
-    if options.lockstep == "off":
-        return []
+def _lockstep_setting(run: PlannedRun, options: SweepOptions) -> Optional[tuple]:
+    """What the runs of one lockstep group share (dataset, model, dtype, device, local solver), or None
+    when ``run`` trains alone whatever the others are (``auto`` on a device other than CUDA; ``options``
+    is not ``off``)."""
     from fedhet.engine import resolve_device
 
+    config = run.config
+    device = resolve_device(config.run.device)
+    if options.lockstep == "auto" and device.type != "cuda":
+        return None
+    return (config.data.name, repr(config.data.options), repr(config.model), config.run.dtype, str(device),
+            config.client.name)
+
+
+def lockstep_plan(todo: list[tuple[PlannedRun, str]], options: SweepOptions
+                  ) -> tuple[list[list[tuple[PlannedRun, str]]], list[tuple[PlannedRun, str]]]:
+    """The lockstep groups of ``todo`` (``options.lockstep``) and the runs that would join one but train
+    alone because no other run shares their setting (:data:`NO_PARTNER`; not said when only one run
+    would join). A group holds at most ``options.lockstep_runs`` runs that share a dataset, model, dtype,
+    device and local solver (runs that differ elsewhere train in one group's separate batches:
+    fedhet.engine.lockstep), the runs of a larger set split evenly. ``auto`` takes the runs that compute
+    on a CUDA device: on the CPU, runs alone in worker processes measured faster (benchmarks/README.md,
+    "Lockstep runs")."""
+    if options.lockstep == "off":
+        return [], []
     groups: dict[tuple, list[tuple[PlannedRun, str]]] = {}
     for run, state in todo:
-        config = run.config
-        device = resolve_device(config.run.device)
-        if options.lockstep == "auto" and device.type != "cuda":
-            continue
-        key = (config.data.name, repr(config.data.options), repr(config.model), config.run.dtype, str(device),
-               config.client.name)
-        groups.setdefault(key, []).append((run, state))
-    size = options.lockstep_runs
-    return [group[i:i + size] for group in groups.values() for i in range(0, len(group), size)]
+        setting = _lockstep_setting(run, options)
+        if setting is not None:
+            groups.setdefault(setting, []).append((run, state))
+    together = [chunk for group in groups.values() if len(group) > 1
+                for chunk in _even_chunks(group, options.lockstep_runs)]
+    alone = [group[0] for group in groups.values() if len(group) == 1]
+    return together, alone if len(groups) > 1 else []
+
+
+def _even_chunks(items: list, most: int) -> list[list]:
+    """``items`` in the fewest chunks of at most ``most``, their sizes differing by at most one (65 runs
+    of at most 64: 33 and 32, not 64 and a group of one)."""
+    count = -(-len(items) // most)
+    base, extra = divmod(len(items), count)
+    bounds = [0]
+    for index in range(count):
+        bounds.append(bounds[-1] + base + (index < extra))
+    return [items[start:end] for start, end in zip(bounds, bounds[1:])]
+
+
+def lockstep_groups(todo: list[tuple[PlannedRun, str]], options: SweepOptions) -> list[list[tuple[PlannedRun, str]]]:
+    """The groups of :func:`lockstep_plan`."""
+    return lockstep_plan(todo, options)[0]
 
 
 def _run_lockstep_groups(todo: list[tuple[PlannedRun, str]], options: SweepOptions, view: SweepProgress,
-                         outcomes: dict[str, RunOutcome]) -> list[tuple[PlannedRun, str]]:
-    """Run the lockstep groups of ``todo`` (:func:`lockstep_groups`) in this process, one after
-    another (:mod:`fedhet.engine.lockstep`); records their outcomes and returns the other runs."""
+                         outcomes: dict[str, RunOutcome], notes: Notes) -> list[tuple[PlannedRun, str]]:
+    """Run the lockstep groups of ``todo`` (:func:`lockstep_plan`) in this process, one after
+    another (:mod:`fedhet.engine.lockstep`); records their outcomes and returns the other runs. Each
+    run that trains alone where it would have joined a group says why in one line to ``notes``."""
     from fedhet.engine import LockstepGroup
 
-    groups = lockstep_groups(todo, options)
+    groups, alone = lockstep_plan(todo, options)
+    for run, _ in alone:
+        with append_log_text(run.run_dir / LOG_FILE) as log_file:
+            log_file.write(NO_PARTNER + "\n")
+        notes(f"{run.name}: {NO_PARTNER}")
     datasets = DatasetCache()
     for group in groups:
         lockstep = LockstepGroup()
         for run, state in group:
             view.update(run.name, RUNNING, note="lockstep, resumed" if state == RESUME else "lockstep")
-        results = lockstep.run([lambda run=run, state=state: _run_in_process(run, state, view, datasets, lockstep)
+        results = lockstep.run([lambda run=run, state=state: _run_in_process(run, state, view, datasets, lockstep,
+                                                                             notes)
                                 for run, state in group])
         for result in results:
             if not isinstance(result, RunOutcome):     # a run's thread interrupted: the sweep is
@@ -242,7 +288,8 @@ def _write_manifest(plan: SweepPlan, outcomes: dict[str, RunOutcome], states: di
 
 def run_sweep(plan: SweepPlan, *, jobs: Optional[int] = None, overwrite: bool = False,
               stream: TextIO = sys.stderr, live: Optional[bool] = None, poll_seconds: float = 0.5,
-              options: Optional[SweepOptions] = None) -> SweepResult:
+              options: Optional[SweepOptions] = None, lockstep: Optional[str] = None,
+              notes: Optional[Notes] = None) -> SweepResult:
     """Run every run of ``plan`` that is not finished yet; returns each run's outcome.
 
     ``overwrite``: rerun from scratch the runs whose directories hold a different configuration
@@ -250,11 +297,19 @@ def run_sweep(plan: SweepPlan, *, jobs: Optional[int] = None, overwrite: bool = 
 
     ``options``: how to execute (default: the plan's, from the base file's ``[sweep]`` table);
     ``executor = "ray"`` runs each run as a Ray task (:mod:`fedhet.lab.sweep.ray_executor`).
+    ``lockstep`` (``off`` / ``on`` / ``auto``): replaces ``options.lockstep`` (docs/design.md, "Lockstep runs").
     ``jobs``: the local executor's parallel worker processes (default: ``options.jobs``, else one
     per usable core; 1 runs in this process).
     ``live``: redraw the progress block in place (default: when ``stream`` is a terminal).
+    ``notes``: where the one-line notes on lockstep go (a run that trains alone where it would have
+    joined a group, and why; default: printed with the progress view).
     """
     options = options if options is not None else plan.options
+    if lockstep is not None:
+        from fedhet.config import options_to_dict
+        from fedhet.lab.sweep.options import sweep_options
+
+        options = sweep_options(options_to_dict(options), {"lockstep": lockstep})
     jobs = jobs if jobs is not None else options.jobs
     if jobs is not None and jobs < 1:
         raise SweepError(f"--jobs must be at least 1, got {jobs}")
@@ -268,7 +323,7 @@ def run_sweep(plan: SweepPlan, *, jobs: Optional[int] = None, overwrite: bool = 
     # One sweep at a time per output directory (two would start the same runs twice).
     with DirectoryLock(plan.out_dir, what="sweep directory"):
         return _run_sweep_locked(plan, jobs=jobs, overwrite=overwrite, stream=stream, live=live,
-                                 poll_seconds=poll_seconds, options=options)
+                                 poll_seconds=poll_seconds, options=options, notes=notes)
 
 
 def eta_kind(run: PlannedRun) -> tuple[str, ...]:
@@ -285,7 +340,8 @@ def eta_kind(run: PlannedRun) -> tuple[str, ...]:
 
 
 def _run_sweep_locked(plan: SweepPlan, *, jobs: Optional[int], overwrite: bool, stream: TextIO,
-                      live: Optional[bool], poll_seconds: float, options: SweepOptions) -> SweepResult:
+                      live: Optional[bool], poll_seconds: float, options: SweepOptions,
+                      notes: Optional[Notes]) -> SweepResult:
     states = check_states(plan, overwrite=overwrite)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     view = SweepProgress([(run.name, run.config.run.rounds) for run in plan.runs], stream, live=live,
@@ -313,7 +369,7 @@ def _run_sweep_locked(plan: SweepPlan, *, jobs: Optional[int], overwrite: bool, 
         else:
             # Lockstep groups first, in this process, one group after another (their batches use the
             # device); the other runs as always.
-            todo = _run_lockstep_groups(todo, options, view, outcomes)
+            todo = _run_lockstep_groups(todo, options, view, outcomes, notes or view.message)
             jobs = min(jobs, max(1, len(todo)))
             if todo and jobs == 1:
                 datasets = DatasetCache()         # each dataset loaded once for all the runs

@@ -202,6 +202,16 @@ class SweepProgress:
         self.stream.flush()
         self.drawn = len(texts)
 
+    def message(self, text: str) -> None:
+        """Print ``text`` as a line of its own: in line mode at once; live, above the block, which is
+        drawn again below it."""
+        if self.live and self.drawn:
+            self.stream.write(f"\x1b[{self.drawn}F\x1b[J")     # to the block's first line; clear to the end
+            self.drawn = 0
+        print(text, file=self.stream, flush=True)
+        if self.live:
+            self._draw(force=True)
+
     def tick(self) -> None:
         """Redraw the live view (elapsed times move); nothing in line mode."""
         if self.live:

@@ -86,8 +86,10 @@ def _combine(criterion: Criterion, by_seed: dict[int, TrialRecord]) -> tuple[str
 
 
 def run_preregistered_search(plan: TuningPlan, search: Search, out_dir: str | Path, *, tier: str = "default",
-                             jobs: int = 1, log: Callable[[str], None] = lambda message: None) -> SearchOutcome:
-    """Run (or continue) one search of the plan in ``out_dir/<protocol>/<method>`` (module docstring)."""
+                             jobs: int = 1, log: Callable[[str], None] = lambda message: None,
+                             lockstep: str = "auto") -> SearchOutcome:
+    """Run (or continue) one search of the plan in ``out_dir/<protocol>/<method>`` (module docstring).
+    ``lockstep``: whether each grid's trials train together (:class:`~fedhet.lab.tuning.trials.ConfigTrialRunner`)."""
     protocol = plan.protocols[search.protocol]
     if protocol.tuning_seed is None:        # load_plan refuses a searched protocol without one
         raise TuneError(f"{search.target}: protocol {search.protocol} has no tuning_seed")
@@ -121,7 +123,8 @@ def run_preregistered_search(plan: TuningPlan, search: Search, out_dir: str | Pa
             by_point: dict[tuple, dict[int, TrialRecord]] = {}
             for seed in seeds:
                 where = directory / layout[seed]
-                stage_runner = ConfigTrialRunner(protocol.base, {**fixed, "run.seed": seed}, where / "trials")
+                stage_runner = ConfigTrialRunner(protocol.base, {**fixed, "run.seed": seed}, where / "trials",
+                                                 lockstep=lockstep, log=log)
                 for trial in _stage_trials(stage_runner, search.criterion, knobs, grid, where, jobs, log):
                     by_point.setdefault(tuple(sorted(trial.values.items())), {})[seed] = trial
             for key, by_seed in by_point.items():
@@ -138,7 +141,7 @@ def run_preregistered_search(plan: TuningPlan, search: Search, out_dir: str | Pa
 
         def eligible(point: Point) -> bool:
             return _stable(plan, search, tier, point, knobs[0], grids[knobs[0].name], index, fixed, seeds, home,
-                           stage_points, jobs, log, stability_notes)
+                           stage_points, jobs, log, stability_notes, lockstep)
 
         done = {(knob.name, end): 0 for knob in knobs for end in ("low", "high")}
         while True:
@@ -173,7 +176,7 @@ def run_preregistered_search(plan: TuningPlan, search: Search, out_dir: str | Pa
 
 def _stable(plan: TuningPlan, search: Search, tier: str, point: Point, knob: Knob, grid: tuple[float, ...],
             index: int, fixed: dict[str, Any], seeds: tuple[int, ...], home: Path, stage_points: list[Point],
-            jobs: int, log: Callable[[str], None], notes: list[str]) -> bool:
+            jobs: int, log: Callable[[str], None], notes: list[str], lockstep: str) -> bool:
     """The stability rule (docs/claims.md, "Tuning"): ``point`` is eligible only when the next larger value of
     its stage's knob (the next grid value, or the grid's ratio beyond its last) finishes on every tuning seed
     in the search's protocol and in every protocol of ``search.stability``. Trials it needs are run once, in
@@ -197,7 +200,8 @@ def _stable(plan: TuningPlan, search: Search, tier: str, point: Point, knob: Kno
         for seed in seeds:
             # One directory per step: a search directory holds one space, and several candidates are checked.
             where = home / f"stage-{index}-stability" / protocol_name / f"{knob.name}-{step:g}" / f"seed-{seed}"
-            runner = ConfigTrialRunner(protocol.base, {**sets, "run.seed": seed}, where / "trials")
+            runner = ConfigTrialRunner(protocol.base, {**sets, "run.seed": seed}, where / "trials",
+                                       lockstep=lockstep, log=log)
             (trial,) = _stage_trials(runner, search.criterion, (knob,), {knob.name: (step,)}, where, jobs, log)
             if trial.state != COMPLETE:
                 failures.append(f"{protocol_name} seed {seed}")

@@ -64,9 +64,15 @@ class _HookCallback(Callback):
 
 
 class ConfigTrialRunner:
-    """Trials of an experiment file: ``base`` (parsed TOML) + ``sets`` + the trial's values."""
+    """Trials of an experiment file: ``base`` (parsed TOML) + ``sets`` + the trial's values.
 
-    def __init__(self, config_path: str | Path, sets: Mapping[str, Any], trials_dir: Path):
+    ``lockstep`` (``off`` / ``on`` / ``auto``): whether :meth:`run_batch` trains the batch's trials that
+    share a model and local solver together (``fedhet sweep --lockstep``, :mod:`fedhet.lab.sweep.options`);
+    ``log`` receives its one-line notes (a trial that trains alone, and why). :meth:`run_one` runs a
+    trial alone."""
+
+    def __init__(self, config_path: str | Path, sets: Mapping[str, Any], trials_dir: Path, *,
+                 lockstep: str = "auto", log: Callable[[str], None] = lambda message: None):
         from fedhet.config import read_toml_file
         from fedhet.lab.sweep.plan import build_run_config
 
@@ -74,6 +80,7 @@ class ConfigTrialRunner:
         self.raw = read_toml_file(self.config_path, key="config")
         self.sets = dict(sets)
         self.trials_dir = trials_dir
+        self.lockstep, self.log = lockstep, log
         self._build = build_run_config
         self.base: ExperimentConfig = self.config({}, "base")
         self.rounds = self.base.run.rounds
@@ -112,7 +119,8 @@ class ConfigTrialRunner:
             return {}
         planned = [self._planned(name, values) for name, values in trials]
         # The sweep's own progress block is not shown: the search reports trial by trial.
-        result = run_sweep(self._plan(planned), jobs=jobs, stream=io.StringIO(), live=False)
+        result = run_sweep(self._plan(planned), jobs=jobs, stream=io.StringIO(), live=False, lockstep=self.lockstep,
+                           notes=self.log)
         machine = [o for o in result.outcomes if o.status == "failed" and o.exit_status == MACHINE_FAILURE]
         if machine:
             # As in run_one: the machine failed (a full disk, no memory, the resource estimate refused,
