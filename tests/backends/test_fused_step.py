@@ -43,7 +43,7 @@ def todays_steps(model, w, data):
     """The sequential backend's step before fusing: MLPGradient into the flat g, then w -= eta g."""
     spec = ParamSpec.from_module(model)
     g = torch.full_like(w, float("nan"))
-    gradient = MLPGradient(types.SimpleNamespace(model=model, spec=spec), w, g)
+    gradient = MLPGradient(types.SimpleNamespace(model=model, spec=spec), w, g)  # type: ignore[arg-type]
     losses = []
     for inputs, targets in data:
         losses.append(gradient(w, inputs, targets))

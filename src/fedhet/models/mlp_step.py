@@ -22,7 +22,7 @@ that segment (weight decay, FedProx's pull, ...): the ``rule`` of :meth:`MLPStep
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, cast
 
 import torch
 import torch.nn.functional as F
@@ -42,11 +42,22 @@ and ``w`` are that segment's gradient and parameters (1-D, ``w`` a view of the f
 step then applies ``w -= eta * direction``. ``grad`` is a scratch buffer the rule may return as is."""
 
 
+def cross_entropy_and_gradient(logits: torch.Tensor, targets: torch.Tensor,
+                               one: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(loss, d loss / d logits)`` of the mean ``F.cross_entropy(logits, targets)`` (class indices)
+    by the kernels autograd calls for it: ``nll_loss(log_softmax(logits, 1), targets)`` forward, then
+    ``log_softmax_backward(nll_loss_backward(one, ...))``; ``one`` is a scalar 1 in the logits' dtype."""
+    log_probs = torch.log_softmax(logits, 1)
+    loss, total_weight = _aten.nll_loss_forward(log_probs, targets, None, _MEAN, _IGNORE_INDEX)
+    grad_log_probs = _aten.nll_loss_backward(one, log_probs, targets, None, _MEAN, _IGNORE_INDEX, total_weight)
+    return loss, _aten._log_softmax_backward_data(grad_log_probs, log_probs, 1, logits.dtype)
+
+
 def linear_layers(model: nn.Module) -> Optional[list[nn.Linear]]:
     """The linear layers, in forward order, of a model this step computes (fedhet's MLP, ReLU
     between layers, or its logistic regression), or None for any other model."""
     if type(model) is MLP:
-        return [*model.hidden_layers, model.output]
+        return [*cast("list[nn.Linear]", list(model.hidden_layers)), model.output]
     if type(model) is LogisticRegression:
         return [model.linear]
     return None
@@ -108,11 +119,7 @@ class MLPStep:
             if i < last:
                 h = torch.relu_(z)        # z is read by nothing else
                 hidden.append(h)
-        log_probs = torch.log_softmax(z, 1)
-        loss, total_weight = _aten.nll_loss_forward(log_probs, targets, None, _MEAN, _IGNORE_INDEX)
-        grad_log_probs = _aten.nll_loss_backward(self._one, log_probs, targets, None, _MEAN, _IGNORE_INDEX,
-                                                 total_weight)
-        gz = _aten._log_softmax_backward_data(grad_log_probs, log_probs, 1, z.dtype)
+        loss, gz = cross_entropy_and_gradient(z, targets, self._one)
         for i in range(last, -1, -1):
             _, weight, _, segment, part, scratch, grad_weight, grad_bias = layers[i]
             torch.mm(gz.t(), hidden[i], out=grad_weight)
