@@ -2,10 +2,10 @@
 the solver's rule of :meth:`fedhet.client.base.LocalSolver.segment_direction`.
 
 Where it applies (fedhet's MLP or logistic regression under cross-entropy with class-index targets,
-on the CPU, and a solver whose step is ``w -= eta * direction`` with a segment rule: plain local SGD
-and FedProx, with weight decay, without clipping), one local step is one call with no ``grad_fn``
+on the CPU, and a solver whose step is ``w -= eta * direction`` with a segment rule: local SGD,
+FedProx, SCAFFOLD, FedDyn, FedADMM and FedCM, with weight decay, without clipping), one local step is one call with no ``grad_fn``
 closure, no flat gradient buffer and no whole-vector update, bitwise the step
-:meth:`LocalSolver.step` takes with the hand-written gradient (docs/performance.md, "The fused local
+:meth:`LocalSolver.step` takes with the hand-written gradient (benchmarks/README.md, "The fused local
 step"). Everywhere else :func:`fused_step_obstacle` says why and the backend takes that step.
 """
 from __future__ import annotations

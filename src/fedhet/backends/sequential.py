@@ -8,9 +8,10 @@ forward, backward straight into ``g``, and one fused update of ``w``. Starting a
 For fedhet's MLP under cross-entropy the gradient does not go through autograd at all:
 :class:`fedhet.backends.mlp_grad.MLPGradient` calls the kernels autograd would call (bitwise the
 same loss and gradient) and writes the gradient straight into ``g``, which then needs no zeroing.
-For plain local SGD and FedProx on that MLP (or logistic regression) the whole step is fused
+For local SGD and the solvers that add elementwise terms to its gradient (FedProx, SCAFFOLD, FedDyn,
+FedADMM, FedCM) on that MLP (or logistic regression) the whole step is fused
 (:mod:`fedhet.backends.fused_step`): the same kernels update ``w`` layer by layer, with no ``g``,
-no ``grad_fn`` and bitwise the same numbers (docs/performance.md, "The fused local step").
+no ``grad_fn`` and bitwise the same numbers (benchmarks/README.md, "The fused local step").
 
 The gradient contract (:data:`fedhet.client.base.GradFn`): for a solver that may keep its gradient
 (``solver.keeps_gradient``, True for any solver class that does not declare it) ``grad_fn`` hands

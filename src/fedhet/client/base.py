@@ -208,7 +208,7 @@ class LocalSolver:
                           part: slice) -> torch.Tensor:
         """:meth:`direction` on one contiguous segment ``part`` of the flat vector, for a step that
         updates the parameters segment by segment (the sequential backend's fused step of the MLP,
-        docs/performance.md "The fused local step"). ``grad`` and ``w`` are the segment's gradient
+        benchmarks/README.md "The fused local step"). ``grad`` and ``w`` are the segment's gradient
         and parameters (``[n]``, ``w`` a view of the flat vector), ``x`` and ``local`` the whole
         round's as :meth:`direction` gets them (slice a ``[d]`` tensor with ``x[part]``); ``grad``
         may be returned as is. It must compute each entry with the same operations as
@@ -236,7 +236,7 @@ def _owner(cls: type, name: str) -> Optional[type]:
 
 def segment_rule_obstacle(solver: LocalSolver) -> Optional[str]:
     """Why ``solver``'s step cannot run segment by segment with :meth:`LocalSolver.segment_direction`
-    (docs/performance.md, "The fused local step"), or None: the step must be the base class's
+    (benchmarks/README.md, "The fused local step"), or None: the step must be the base class's
     ``w -= eta * direction`` with the base gradient, without clipping, and the class that defines
     :meth:`~LocalSolver.direction` must define :meth:`~LocalSolver.segment_direction` too (a
     subclass that changes the direction and not the segment rule takes the whole-vector step)."""

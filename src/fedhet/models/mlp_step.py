@@ -12,7 +12,7 @@ whole flat vector at the end. Both are bitwise the same numbers:
 
 - the weight gradient's matrix product writes into a scratch buffer that starts at an allocation
   of its own, as a fresh product's output does (the output's address decides which code path MKL
-  takes, hence the order of its sums: docs/performance.md, "The fused local step");
+  takes, hence the order of its sums: benchmarks/README.md, "The fused local step");
 - the update ``w -= eta d`` is elementwise (``add_`` with ``alpha = -eta``), so running it on each
   layer's contiguous ``[weight, bias]`` segment of the flat vector computes every entry as the
   whole vector's update does.
