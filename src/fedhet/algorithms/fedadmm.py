@@ -81,6 +81,10 @@ class FedADMMSolver(LocalSolver):
         loss, grad = self.gradient(w, grad_fn)
         return loss, grad + local["dual"] + self.rho * (w - x)
 
+    def segment_direction(self, grad: torch.Tensor, w: torch.Tensor, x: torch.Tensor, local: dict[str, Any],
+                          part: slice) -> torch.Tensor:
+        return super().segment_direction(grad, w, x, local, part) + local["dual"][part] + self.rho * (w - x[part])
+
     def finish(self, x, w, local, client_state, num_steps, learning_rate):
         dual = client_state[DUAL] + self.rho * (w - x)
         offset = (w + dual / self.rho) - local["initial_params"]     # theta_i+ - x^0

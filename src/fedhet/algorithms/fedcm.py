@@ -76,6 +76,10 @@ class FedCMSolver(LocalSolver):
         loss, grad = self.gradient(w, grad_fn)
         return loss, self.alpha * grad + local["momentum_term"]
 
+    def segment_direction(self, grad: torch.Tensor, w: torch.Tensor, x: torch.Tensor, local: dict[str, Any],
+                          part: slice) -> torch.Tensor:
+        return self.alpha * super().segment_direction(grad, w, x, local, part) + local["momentum_term"][part]
+
     def finish(self, x, w, local, client_state, num_steps, learning_rate):
         delta = w - x
         return delta, client_state, {UPDATE_PER_STEP: delta / (per_client(num_steps, w) * learning_rate)}

@@ -73,6 +73,11 @@ class FedDynSolver(LocalSolver):
         loss, grad = self.gradient(w, grad_fn)
         return loss, grad - local["local_gradient"] + self.alpha * (w - x)
 
+    def segment_direction(self, grad: torch.Tensor, w: torch.Tensor, x: torch.Tensor, local: dict[str, Any],
+                          part: slice) -> torch.Tensor:
+        return (super().segment_direction(grad, w, x, local, part) - local["local_gradient"][part]
+                + self.alpha * (w - x[part]))
+
     def finish(self, x, w, local, client_state, num_steps, learning_rate):
         delta = w - x
         return delta, {LOCAL_GRADIENT: client_state[LOCAL_GRADIENT] - self.alpha * delta}, {}

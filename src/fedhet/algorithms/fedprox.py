@@ -51,6 +51,10 @@ class FedProxSolver(LocalSolver):
         # tensors, the bug that turns some released FedProx/FedDyn code into plain SGD).
         return loss, grad + self.mu * (w - x)
 
+    def segment_direction(self, grad: torch.Tensor, w: torch.Tensor, x: torch.Tensor, local: dict[str, Any],
+                          part: slice) -> torch.Tensor:
+        return super().segment_direction(grad, w, x, local, part) + self.mu * (w - x[part])
+
     def effective_steps(self, num_steps: torch.Tensor, learning_rate: float) -> torch.Tensor:
         return prox_effective_steps(num_steps, learning_rate, self.mu)
 

@@ -70,6 +70,10 @@ class ScaffoldSolver(LocalSolver):
         loss, grad = self.gradient(w, grad_fn)
         return loss, grad + local["correction"]
 
+    def segment_direction(self, grad: torch.Tensor, w: torch.Tensor, x: torch.Tensor, local: dict[str, Any],
+                          part: slice) -> torch.Tensor:
+        return super().segment_direction(grad, w, x, local, part) + local["correction"][part]
+
     def finish(self, x, w, local, client_state, num_steps, learning_rate):
         old = client_state[CONTROL_VARIATE]
         steps = per_client(num_steps, w)

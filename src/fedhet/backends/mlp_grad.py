@@ -33,13 +33,12 @@ import torch
 import torch.nn.functional as F
 
 from fedhet.core.task import FederatedTask
+from fedhet.models.mlp_step import cross_entropy_and_gradient
 
 if TYPE_CHECKING:
     from fedhet.models.mlp import MLP
 
 _aten = torch.ops.aten
-_MEAN = 1            # at::Reduction::Mean
-_IGNORE_INDEX = -100  # F.cross_entropy's default
 
 
 def mlp_model_obstacle(task: FederatedTask) -> Optional[str]:
@@ -101,11 +100,7 @@ class MLPGradient:
                 if i < last:
                     h = torch.relu(z)
                     hidden.append(h)
-            log_probs = torch.log_softmax(z, 1)
-            loss, total_weight = _aten.nll_loss_forward(log_probs, targets, None, _MEAN, _IGNORE_INDEX)
-            grad_log_probs = _aten.nll_loss_backward(self._one, log_probs, targets, None, _MEAN, _IGNORE_INDEX,
-                                                     total_weight)
-            gz = _aten._log_softmax_backward_data(grad_log_probs, log_probs, 1, z.dtype)
+            loss, gz = cross_entropy_and_gradient(z, targets, self._one)
             for i in range(last, -1, -1):
                 grad_weight, grad_bias = self._g_layers[i]
                 # Into a fresh tensor, then copied: autograd's own path. MKL's gemm may take another

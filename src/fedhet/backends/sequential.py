@@ -8,6 +8,10 @@ forward, backward straight into ``g``, and one fused update of ``w``. Starting a
 For fedhet's MLP under cross-entropy the gradient does not go through autograd at all:
 :class:`fedhet.backends.mlp_grad.MLPGradient` calls the kernels autograd would call (bitwise the
 same loss and gradient) and writes the gradient straight into ``g``, which then needs no zeroing.
+For local SGD and the solvers that add elementwise terms to its gradient (FedProx, SCAFFOLD, FedDyn,
+FedADMM, FedCM) on that MLP (or logistic regression) the whole step is fused
+(:mod:`fedhet.backends.fused_step`): the same kernels update ``w`` layer by layer, with no ``g``,
+no ``grad_fn`` and bitwise the same numbers (benchmarks/README.md, "The fused local step").
 
 The gradient contract (:data:`fedhet.client.base.GradFn`): for a solver that may keep its gradient
 (``solver.keeps_gradient``, True for any solver class that does not declare it) ``grad_fn`` hands
@@ -35,6 +39,7 @@ from fedhet.backends.base import (
     slice_states,
     stack_states,
 )
+from fedhet.backends.fused_step import fused_local_step
 from fedhet.backends.mlp_grad import mlp_gradient
 from fedhet.client.base import LocalSolver
 from fedhet.client.context import ClientContext, begin_client
@@ -49,13 +54,19 @@ class SequentialBackend:
     copies the gradient for a solver that declares ``keeps_gradient`` (the contract); True copies it
     for every solver (what the contract test compares a ``keeps_gradient = False`` declaration
     with); False never copies, breaking the contract for a solver that keeps its gradient (only for
-    benchmarks/bench_gradient_copy.py, which measures what the copy costs)."""
+    benchmarks/bench_gradient_copy.py, which measures what the copy costs). ``fused_step=False``
+    takes the step through ``grad_fn`` and :meth:`LocalSolver.step` where the fused step would
+    apply (bitwise the same numbers: for tests and benchmarks/bench_fused_step.py)."""
 
     name = "sequential"
 
-    def __init__(self, hand_written_mlp: bool = True, copy_gradient: Optional[bool] = None):
+    def __init__(self, hand_written_mlp: bool = True, copy_gradient: Optional[bool] = None,
+                 fused_step: bool = True):
         self.hand_written_mlp = hand_written_mlp
         self.copy_gradient = copy_gradient
+        # The fused step hands out no gradient: it is left out where the gradient handed out is
+        # what is tested or measured (copy_gradient set), and with the autograd path.
+        self.fused_step = fused_step and hand_written_mlp and copy_gradient is None
 
     def close(self) -> None:
         """Nothing to release: the cohort trains in this process."""
@@ -75,6 +86,9 @@ class SequentialBackend:
         # What grad_fn hands out: a copy of g when the solver may keep it (the module docstring).
         copy = solver.keeps_gradient if self.copy_gradient is None else self.copy_gradient
         handed = torch.clone if copy else (lambda buffer: buffer)
+        # The whole step fused (fedhet.backends.fused_step) where model, loss and solver allow it.
+        fused_step = (fused_local_step(task, solver, w, x)
+                      if self.fused_step and isinstance(work.learning_rate, float) else None)
 
         deltas = torch.empty(num_clients, spec.dim, dtype=task.dtype, device=task.device)
         steps = torch.empty(num_clients, dtype=torch.int64)
@@ -104,6 +118,9 @@ class SequentialBackend:
                 if transform is not None and aug_generator is not None:
                     inputs = transform(inputs, aug_generator)
                 targets = targets_all.index_select(0, idx)
+                if fused_step is not None:
+                    loss_sum += fused_step(inputs, targets, work.learning_rate, local)
+                    continue
 
                 def grad_fn(point: torch.Tensor, inputs=inputs, targets=targets):
                     if fused is not None:

@@ -204,6 +204,20 @@ class LocalSolver:
             w.add_(direction, alpha=-learning_rate)
         return loss
 
+    def segment_direction(self, grad: torch.Tensor, w: torch.Tensor, x: torch.Tensor, local: dict[str, Any],
+                          part: slice) -> torch.Tensor:
+        """:meth:`direction` on one contiguous segment ``part`` of the flat vector, for a step that
+        updates the parameters segment by segment (the sequential backend's fused step of the MLP,
+        benchmarks/README.md "The fused local step"). ``grad`` and ``w`` are the segment's gradient
+        and parameters (``[n]``, ``w`` a view of the flat vector), ``x`` and ``local`` the whole
+        round's as :meth:`direction` gets them (slice a ``[d]`` tensor with ``x[part]``); ``grad``
+        may be returned as is. It must compute each entry with the same operations as
+        :meth:`direction`, which it then equals bitwise. Here: ``grad + wd * w`` (the clipping of
+        :meth:`regularize` needs the whole gradient's norm; :func:`segment_rule_obstacle`)."""
+        if self.options.weight_decay > 0:
+            grad = grad + self.options.weight_decay * w
+        return grad
+
     def finish(self, x: torch.Tensor, w: torch.Tensor, local: dict[str, Any],
                client_state: dict[str, torch.Tensor], num_steps: torch.Tensor | int,
                learning_rate: float | torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -213,6 +227,28 @@ class LocalSolver:
     def effective_steps(self, num_steps: torch.Tensor, learning_rate: float) -> torch.Tensor:
         """FedNova's ``a_i`` (Wang et al. 2020): the solver's normalised step count. Plain SGD: ``K_i``."""
         return num_steps.to(torch.float64)
+
+
+def _owner(cls: type, name: str) -> Optional[type]:
+    """The class of ``cls``'s method resolution order that defines attribute ``name``."""
+    return next((klass for klass in cls.__mro__ if name in klass.__dict__), None)
+
+
+def segment_rule_obstacle(solver: LocalSolver) -> Optional[str]:
+    """Why ``solver``'s step cannot run segment by segment with :meth:`LocalSolver.segment_direction`
+    (benchmarks/README.md, "The fused local step"), or None: the step must be the base class's
+    ``w -= eta * direction`` with the base gradient, without clipping, and the class that defines
+    :meth:`~LocalSolver.direction` must define :meth:`~LocalSolver.segment_direction` too (a
+    subclass that changes the direction and not the segment rule takes the whole-vector step)."""
+    cls = type(solver)
+    if solver.options.clip_norm > 0:
+        return "client.clip_norm scales by the whole gradient's norm"
+    for name in ("step", "gradient", "regularize"):
+        if _owner(cls, name) is not LocalSolver:
+            return f"the solver overrides {name}"
+    if _owner(cls, "segment_direction") is not _owner(cls, "direction"):
+        return "the solver's direction has no segment rule"
+    return None
 
 
 def with_effective_steps(cohort: Cohort, solver: LocalSolver, learning_rate: float) -> Cohort:
