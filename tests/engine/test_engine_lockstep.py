@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import fedhet.components  # noqa: F401  (registers every component)
+from fedhet.backends.ragged import ragged_layout
 from fedhet.backends.sequential import SequentialBackend
 from fedhet.client.base import LocalSolver
 from fedhet.config import load_config
@@ -101,6 +102,73 @@ def test_ragged_clients_hybrid_plus_batches_and_steps():
     for config, (records, simulator) in zip(configs, together):
         alone = _simulator(config, SequentialBackend())
         _assert_same(_rounds(alone), alone, records, simulator)
+
+
+DIRICHLET = ("partition.name=dirichlet", "partition.alpha=0.1", *MLP)   # client sizes 13 to 141
+
+
+@pytest.mark.parametrize("work", [("client.epochs=2",), ("client.steps=5",), ("client.epochs=1",)])
+def test_ragged_dirichlet_clients_train_without_padding(work):
+    # Very unequal clients (Dir(0.1)) and runs of different batch sizes: at most steps the active
+    # rows hold minibatches of several sizes (the partial last batch of each epoch), and rows finish
+    # at different steps; every example slot computed is a real example.
+    configs = [_config(f"client.learning_rate={rate}", f"run.seed={i}", f"client.batch_size={batch}", *DIRICHLET,
+                       *work) for i, (rate, batch) in enumerate(((0.05, 16), (0.1, 10), (0.02, 16), (0.07, 7)))]
+    together, group = _lockstep(configs)
+    assert group.stats.examples > 0 and group.stats.slots == group.stats.examples
+    for config, (records, simulator) in zip(configs, together):
+        alone = _simulator(config, SequentialBackend())
+        _assert_same(_rounds(alone), alone, records, simulator)
+
+
+class MomentumNoiseSGD(LocalSolver):
+    """Local SGD with a per-client momentum rebound in the local context at every step, a draw from
+    the client's solver stream every step, and an upload that reads the final momentum: what the
+    ragged steps must keep per row when rows finish at different steps."""
+
+    def begin(self, x, client_state, broadcast, learning_rate, context=None):
+        return {"momentum": torch.zeros_like(x), "context": context}
+
+    def direction(self, w, x, grad_fn, local):
+        loss, grad = self.gradient(w, grad_fn)
+        noise = local["context"].randn(w.shape[-1], dtype=w.dtype)
+        local["momentum"] = 0.5 * local["momentum"] + grad + 1e-3 * noise
+        return loss, local["momentum"]
+
+    def finish(self, x, w, local, client_state, num_steps, learning_rate):
+        return w - x + 0.1 * local["momentum"], client_state, {}
+
+
+def test_rows_finishing_early_keep_their_rebound_local_state_and_random_streams():
+    configs = [_config(f"client.learning_rate={rate}", f"run.seed={i}", *DIRICHLET, "client.epochs=2")
+               for i, rate in enumerate((0.05, 0.1, 0.02))]
+    group = LockstepGroup()
+    simulators = [_simulator(config, group.member(SequentialBackend())) for config in configs]
+    for simulator in simulators:
+        simulator.solver = MomentumNoiseSGD(simulator.solver.options)
+    outcomes = group.run([lambda s=s: _rounds(s) for s in simulators])
+    assert group.stats.run_rounds == ROUNDS * len(configs) and group.stats.alone_rounds == 0
+    for config, records, simulator in zip(configs, outcomes, simulators):
+        alone = _simulator(config, SequentialBackend())
+        alone.solver = MomentumNoiseSGD(alone.solver.options)
+        _assert_same(_rounds(alone), alone, records, simulator)
+
+
+def test_ragged_layout_by_hand():
+    # Rows in step-count order with steps of sizes [3, 3, 2], [3, 1], [2]: step 0 computes the
+    # size-3 group (rows 0, 1) and row 2's 2 examples; step 1 rows 0 and 1 apart (3 and 1
+    # examples); step 2 row 0 alone. Each example's step-ordered position is written by hand.
+    layout = ragged_layout([[3, 3, 2], [3, 1], [2]], torch.device("cpu"))
+    assert [step.active for step in layout.steps] == [3, 2, 1]
+    assert [[(g.size, g.members, g.start) for g in step.groups] for step in layout.steps] == [
+        [(3, (0, 1), 0), (2, (2,), 6)], [(3, (0,), 8), (1, (1,), 11)], [(2, (0,), 12)]]
+    assert [step.whole for step in layout.steps] == [False, False, True]
+    # Row 0's batches (examples 0-7), row 1's (8-11), row 2's (12-13), in row order.
+    assert layout.slot.tolist() == [0, 1, 2, 8, 9, 10, 12, 13, 3, 4, 5, 11, 6, 7]
+    assert layout.computed_slots == 14
+    with_gap = ragged_layout([[2, 2], [1, 2], [2, 2]], torch.device("cpu"))
+    rows = with_gap.steps[0].groups[0].rows
+    assert isinstance(rows, torch.Tensor) and rows.tolist() == [0, 2]       # not consecutive: gathered
 
 
 def test_runs_of_other_shapes_train_in_their_own_batches():
