@@ -257,3 +257,61 @@ def test_killed_lockstep_runs_resume_to_their_uninterrupted_selves(tmp_path):
         assert torch.allclose(params(f"cut{i}"), params(f"alone{i}"), rtol=0, atol=1e-9)
     for i in (0, 2):
         assert values(f"cut{i}") == values(f"whole{i}") and torch.equal(params(f"cut{i}"), params(f"whole{i}"))
+
+
+@pytest.mark.parametrize("model", [MLP, ()], ids=["mlp", "logreg-vmap"])
+def test_evaluations_at_the_same_round_are_batched_and_equal_each_run_alone(tmp_path, model):
+    # Four runs of fedhet run's code (one seed: Synthetic's data, and so the sets' sizes, follow the
+    # seed) with their test set, validation split and global training loss; one run evaluates every
+    # second round only, so at rounds 1 and 3 the others' evaluations are batched without it.
+    # Every record equals the run alone on the sequential backend (1e-9, float64), and the
+    # evaluations were computed together (batched products for the MLP, vmap for another model).
+    from fedhet.engine.callbacks import read_metrics
+    from fedhet.engine.runner import run_experiment
+
+    def config(name, i, *backend):
+        return _config(f"client.learning_rate={[0.05, 0.1, 0.02, 0.07][i]}", "run.seed=1", "run.rounds=4",
+                       f"run.eval_every={2 if i == 3 else 1}", "run.global_train_loss_every=2",
+                       "data.validation_fraction=0.2", f"run.out_dir={tmp_path}", f"run.name={name}", *model,
+                       *backend)
+
+    def values(name):
+        return [{k: v for k, v in r.items() if k != "wall_seconds"} for r in read_metrics(tmp_path / name / "metrics.jsonl")]
+
+    group = LockstepGroup()
+    outcomes = group.run([lambda i=i: run_experiment(config(f"lock{i}", i), lockstep=group) for i in range(4)])
+    assert all(isinstance(outcome, dict) for outcome in outcomes), outcomes
+    stats = group.stats
+    # Rounds 1 and 3: test and validation of 3 runs; rounds 2 and 4: test, validation and training
+    # data of 4 runs.
+    assert (stats.eval_batches, stats.batched_evals, stats.alone_evals) == (2 * 2 + 2 * 3, 2 * 2 * 3 + 2 * 3 * 4, 0)
+    for i in range(4):
+        run_experiment(config(f"alone{i}", i, "run.backend=sequential"))
+        mine, theirs = values(f"lock{i}"), values(f"alone{i}")
+        assert len(mine) == len(theirs) == (2 if i == 3 else 4)      # a record per evaluated round
+        assert "val_loss" in theirs[-1] and "global_train_loss" in theirs[-1]
+        for record, reference in zip(mine, theirs):
+            assert record.keys() == reference.keys()
+            for key, value in reference.items():
+                assert record[key] == (pytest.approx(value, rel=1e-9, abs=1e-12) if isinstance(value, float) else value), key
+
+
+def test_batched_evaluation_equals_evaluate_for_each_run():
+    # evaluate_runs against fedhet.core.task.evaluate, run by run: shared test tensors (one task)
+    # and each run's own tensors (another copy of the data), float64.
+    from fedhet.backends.batched_eval import evaluate_runs
+    from fedhet.core.task import evaluate
+
+    config = _config("run.seed=3", *MLP)
+    task = build_federation(config, torch.device("cpu")).task
+    params = [task.spec.flatten(task.model, dtype=task.dtype) + 0.1 * torch.randn(task.spec.dim, dtype=task.dtype,
+                                                                                    generator=torch.Generator().manual_seed(i))
+              for i in range(3)]
+    alone = [evaluate(task, p, batch_size=50) for p in params]
+    import dataclasses
+    copy_test = dataclasses.replace(task.test, inputs=task.test.inputs.clone(), targets=task.test.targets.clone())
+    other = dataclasses.replace(task, test=copy_test)
+    for tasks in ([task, task, task], [task, other, task]):
+        together = evaluate_runs(tasks, params, batch_size=50)
+        for (loss, accuracy), (loss_alone, accuracy_alone) in zip(together, alone):
+            assert loss == pytest.approx(loss_alone, rel=1e-9) and accuracy == accuracy_alone

@@ -137,7 +137,7 @@ def _round_rows(requests: list[LockstepRequest]) -> _RoundRows:
     sequential backend's draws); each example's step-ordered position is computed at once."""
     first = requests[0].task
     device = first.device
-    orders, batch_sizes, generators, transforms, offsets, runs = [], [], [], [], [], []
+    orders, batch_sizes, generators, transforms, runs = [], [], [], [], []
     for r, request in enumerate(requests):
         task, work = request.task, request.work
         for client_id in work.client_ids.tolist():
@@ -174,15 +174,15 @@ def _round_rows(requests: list[LockstepRequest]) -> _RoundRows:
             positions = positions.to(device)
             inputs.index_copy_(0, positions, train.inputs.index_select(0, index))
             targets.index_copy_(0, positions, train.targets.index_select(0, index))
-    augment = None
-    if any(transforms[k] is not None for k in order):
-        row_transforms = [transforms[k] for k in order]
-        row_generators = [generators[k] for k in order]
+    row_transforms = [transforms[k] for k in order]
+    row_generators = [generators[k] for k in order]
 
-        def augment(batch: torch.Tensor, row: int) -> torch.Tensor:
-            transform, generator = row_transforms[row], row_generators[row]
-            return transform(batch, generator) if transform is not None and generator is not None else batch
-    batches = RaggedBatches(layout, inputs, targets, augment)
+    def augment(batch: torch.Tensor, row: int) -> torch.Tensor:
+        # A row's real batch through its run's transform and its (run, round, client) generator.
+        transform, generator = row_transforms[row], row_generators[row]
+        return transform(batch, generator) if transform is not None and generator is not None else batch
+    augmenting = any(transform is not None for transform in row_transforms)
+    batches = RaggedBatches(layout, inputs, targets, augment if augmenting else None)
     return _RoundRows(torch.tensor(order, dtype=torch.int64), batches, num_steps, total)
 
 
