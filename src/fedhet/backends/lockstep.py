@@ -4,24 +4,21 @@ Lockstep runs (docs/design.md, "Lockstep runs") hand this module one request per
 solver, work)`` as a backend receives it (:class:`fedhet.backends.base.RoundWork`). The requests
 whose :func:`lockstep_key` agree (the same parameter layout, model, dtype, device and loss, the same
 solver class and the same solver options apart from the local-work options and the solver's
-:attr:`~fedhet.client.base.LocalSolver.lockstep_knobs`) train as one cohort of the vectorised
-backend (:func:`fedhet.backends.vectorized.run_cohort_steps`), with per-row values where the runs
-differ:
+:attr:`~fedhet.client.base.LocalSolver.lockstep_knobs`) train as one batch of ragged rows
+(:mod:`fedhet.backends.ragged`: rows in step-count order, only the active rows at each step, one
+gradient call per minibatch size, no padded slot), with per-row values where the runs differ:
 
 - the start point ``x``: row ``k`` of run ``r`` starts at run ``r``'s model, ``x [R*K, d]``;
 - the local learning rate: a ``[R*K, 1]`` column (:meth:`fedhet.client.base.LocalSolver.step`);
 - the solver's knobs (FedProx's ``mu``, ...): ``[R*K, 1]`` columns on a copy of the solver;
 - the server's broadcast and the clients' memories: each run's rows;
 - minibatches: each run's own plans and batch streams (:func:`fedhet.backends.base.client_batches`),
-  gathered from a round-local copy of the examples the round touches (one ``index_select`` per run
-  per round), padded to the batch's largest minibatch and step count as the vectorised backend pads
-  a cohort (weights ``1/b`` on real examples, frozen rows after their last step);
+  copied once per round from each run's data in the order the steps read them;
 - random streams: each row's solver generator is its own run's ``(seed, "solver", round, client)``.
 
-A value the runs share stays a plain number, so a run alone gives the vectorised backend's numbers.
-Every row's arithmetic reads only its own row (batched matrix products and row-wise step rules), so
-a run's numbers do not depend on which runs share its batch, up to the order of floating-point sums
-where the padded shapes differ (tests/engine/test_engine_lockstep.py).
+Every row's arithmetic reads only its own row and its own examples, so a run's numbers do not
+depend on which runs share its batch, up to the blocking of batched products of another batch
+count (tests/engine/test_engine_lockstep.py).
 """
 from __future__ import annotations
 

@@ -9,7 +9,10 @@ the dataset cache), and a member gives up its turn only while it waits for a bat
 still going waits for a batch, the last one to arrive trains all their rounds at once
 (:func:`fedhet.backends.lockstep.train_lockstep`, one batch per :func:`~fedhet.backends.lockstep.lockstep_key`)
 and hands each run its own rows; each run then takes its own server step, evaluation and files in
-turn. A run that ends (finished, diverged, failed) leaves the group; the others go on.
+turn. A run's evaluations wait in the same way (:meth:`LockstepMember.evaluate`): once every run
+still going waits, the pending evaluations are computed first, those alike as one batched
+computation of all their models (:mod:`fedhet.backends.batched_eval`). A run that ends (finished,
+diverged, failed) leaves the group; the others go on.
 
 Runs need not be at the same round (a resumed run, a round with no participants): each row carries
 its own run's round, seed and learning rate. A run the vectorised backend refuses (dropout,
