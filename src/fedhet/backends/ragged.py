@@ -15,6 +15,10 @@ no example (2.5x the real examples on a Dir(0.1) partition). Here no slot is pad
   minibatch size ``b``; each group's gradient is one call of the cohort gradient on ``[g, b, ...]``
   with weights ``1/b`` (the mean loss of the real batch). A group whose rows are consecutive reads
   its rows of ``w`` as a view, any other gathers them; the gradients are written into one ``[n_s, d]``.
+- **One gradient buffer.** The groups' gradients are written into one ``[n_s, d]`` (the cohort
+  gradient's ``out``), the first rows of a buffer kept for the round when the solver does not keep
+  its gradients (:attr:`fedhet.client.base.LocalSolver.keeps_gradient` False), else a new tensor
+  per call (the gradient contract, :data:`fedhet.client.base.GradFn`).
 - **Examples in step order.** The round's examples are laid out in the order the steps read them
   (step, group, row, position), so each group's minibatch is a contiguous slice of one round-local
   copy: no gather per step.
@@ -30,12 +34,11 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from fedhet.backends.vectorized import CohortGrad
 from fedhet.client.base import LocalSolver
 from fedhet.client.context import ClientContext
 
 Rows = slice | torch.Tensor
-# (w [g, d], inputs [g, b, ...], targets [g, b], weights [g, b]) -> (losses [g], gradients [g, d])
-CohortGrad = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,6 +228,7 @@ def run_ragged_steps(solver: LocalSolver, w: torch.Tensor, x: torch.Tensor, lear
              if isinstance(getattr(solver, knob), torch.Tensor)}
     prefix = _PrefixLocal(local, num_rows)
     weights: dict[tuple[int, int], torch.Tensor] = {}
+    buffer = None if type(solver).keeps_gradient else torch.empty_like(w)
     inputs_all, targets_all = batches.inputs, batches.targets
     step_solver, active = solver, num_rows
     for step in batches.layout.steps:
@@ -248,17 +252,17 @@ def run_ragged_steps(solver: LocalSolver, w: torch.Tensor, x: torch.Tensor, lear
         whole = step.whole
 
         def grad_fn(point: torch.Tensor, parts=parts, whole=whole) -> tuple[torch.Tensor, torch.Tensor]:
+            grad = buffer[:point.shape[0]] if buffer is not None else torch.empty_like(point)
             if whole:
                 _, inputs, targets, weight = parts[0]
-                return cohort_grad(point, inputs, targets, weight)
+                losses, _ = cohort_grad(point, inputs, targets, weight, out=grad)
+                return losses, grad
             losses = torch.empty(point.shape[0], dtype=point.dtype, device=point.device)
-            grad = torch.empty_like(point)
             for rows, inputs, targets, weight in parts:
-                group_losses, group_grad = cohort_grad(_take(point, rows), inputs, targets, weight)
                 if isinstance(rows, slice):
-                    losses[rows] = group_losses
-                    grad[rows] = group_grad
+                    losses[rows], _ = cohort_grad(point[rows], inputs, targets, weight, out=grad[rows])
                 else:
+                    group_losses, group_grad = cohort_grad(_take(point, rows), inputs, targets, weight)
                     losses.index_copy_(0, rows, group_losses)
                     grad.index_copy_(0, rows, group_grad)
             return losses, grad
