@@ -11,15 +11,20 @@ local epoch), the default its regime (three).
   batched computation of every run's clients, then each run's own server step).
 
 A run-round is one simulator round (participation, local training, server step and its checks; no
-evaluation, which lockstep does not batch). Each configuration runs ``--warmup`` rounds, then
+evaluation, measured apart). Each configuration runs ``--warmup`` rounds, then
 ``--rounds`` rounds whose aten operators are counted by a ``TorchDispatchMode`` in every thread (the
 torch profiler records only the thread that starts it, and a lockstep group's runs are threads; solo's
 profiler ``aten::`` event count, nested events included, is recorded too), then as many rounds again
 for the seconds: CPU seconds of the process on a CPU (the machine may be shared), CUDA-synchronised
 wall seconds on a GPU, divided by the run-rounds. Solo's operators and
-seconds per run-round do not depend on R; they are measured on ``--solo-runs`` runs. The padded
-example slots of lockstep's batches against their real examples say what padding to the longest
-client costs (docs/design.md, "Lockstep runs").
+seconds per run-round do not depend on R; they are measured on ``--solo-runs`` runs. The example
+slots lockstep's batches compute against their real examples say what padding costs (1.00: ragged
+batches compute no padded slot; docs/design.md, "Lockstep runs").
+
+Evaluation, for the largest R: the test set (10,000 examples) evaluated for R models, each alone
+(:func:`fedhet.core.task.evaluate`, as a run alone does) against one batched evaluation of all R
+(:func:`fedhet.backends.batched_eval.evaluate_runs`, as a lockstep group does), seconds per run
+evaluation (the median of three), and the largest difference of a run's loss between the two.
 
 Usage (from the repository root): ``PYTHONPATH=src python benchmarks/bench_lockstep.py [--quick]
 [--runs 1,8,64] [--device cpu|cuda] [--out benchmarks/results]``. Writes ``lockstep-<timestamp>.json``
@@ -43,8 +48,10 @@ from machine import machine  # noqa: E402
 from result_files import write_results  # noqa: E402
 
 from fedhet.algorithms import build as build_algorithm  # noqa: E402
+from fedhet.backends.batched_eval import evaluate_runs  # noqa: E402
 from fedhet.backends.sequential import SequentialBackend  # noqa: E402
 from fedhet.config.schema import load_config  # noqa: E402
+from fedhet.core.task import evaluate  # noqa: E402
 from fedhet.engine.assembly import simulator_from_config  # noqa: E402
 from fedhet.engine.lockstep import LockstepGroup  # noqa: E402
 from fedhet.engine.runner import build_federation  # noqa: E402
@@ -154,6 +161,29 @@ def measure_lockstep(configs_, federation, rounds: int, warmup: int, device: tor
             "seconds_per_run_round": seconds / run_rounds, "padding": slots / max(examples, 1)}
 
 
+def measure_evaluation(configs_, federation, device: torch.device) -> dict:
+    """Seconds per run evaluation of the test set: each model alone against all models batched."""
+    task, batch_size = federation.task, configs_[0].run.eval_batch_size
+    start = task.spec.flatten(task.model, dtype=task.dtype).to(device)
+    generator = torch.Generator().manual_seed(0)
+    params = [start + 0.01 * torch.randn(start.shape, generator=generator, dtype=start.dtype).to(device)
+              for _ in configs_]
+    outcome: dict = {}
+
+    def alone():
+        outcome["alone"] = [evaluate(task, p, batch_size=batch_size) for p in params]
+
+    def together():
+        outcome["together"] = evaluate_runs([task] * len(params), params, batch_size)
+    alone()                 # the task's pass size is measured on its first evaluation
+    seconds = {name: sorted(timed(step, device) for _ in range(3))[1] for name, step in
+               (("alone", alone), ("together", together))}
+    difference = max(abs(a[0] - b[0]) for a, b in zip(outcome["alone"], outcome["together"]))
+    return {"runs": len(params), "seconds_per_run_alone": seconds["alone"] / len(params),
+            "seconds_per_run_batched": seconds["together"] / len(params), "largest_loss_difference": difference,
+            "same_accuracies": [a[1] for a in outcome["alone"]] == [b[1] for b in outcome["together"]]}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one local epoch (the protocol's quick tier), 1 round")
@@ -177,7 +207,7 @@ def main(argv=None) -> None:
               "results": []}
     lines = [f"# Lockstep runs: fedaware_dir01 FedAvg arm, {epochs} local epoch(s), {rounds} measured round(s)", "",
              f"Machine: {record['machine']}", "",
-             "| device | mode | runs | ops / run-round | s / run-round | padded slots / example |",
+             "| device | mode | runs | ops / run-round | s / run-round | computed slots / example |",
              "| --- | --- | --- | --- | --- | --- |"]
     last = None
     for name in devices:
@@ -196,6 +226,13 @@ def main(argv=None) -> None:
                          f"{lock['seconds_per_run_round']:.3f} | {lock['padding']:.2f} |")
             print(lines[-1], flush=True)
             last = (name, solo, lock)
+        evaluation = measure_evaluation(configs_[:max(sizes)], federation, device)
+        record["results"].append({"device": name, "mode": "evaluation", **evaluation})
+        lines.append(f"| {name} | evaluation alone / batched | {evaluation['runs']} | | "
+                     f"{evaluation['seconds_per_run_alone']:.4f} / {evaluation['seconds_per_run_batched']:.4f} "
+                     f"s per run evaluation | loss difference {evaluation['largest_loss_difference']:.1e}, "
+                     f"accuracies {'equal' if evaluation['same_accuracies'] else 'differ'} |")
+        print(lines[-1], flush=True)
     assert last is not None
     name, solo, lock = last
     ratio = solo["ops_per_run_round"] / lock["ops_per_run_round"]

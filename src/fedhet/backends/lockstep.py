@@ -4,35 +4,32 @@ Lockstep runs (docs/design.md, "Lockstep runs") hand this module one request per
 solver, work)`` as a backend receives it (:class:`fedhet.backends.base.RoundWork`). The requests
 whose :func:`lockstep_key` agree (the same parameter layout, model, dtype, device and loss, the same
 solver class and the same solver options apart from the local-work options and the solver's
-:attr:`~fedhet.client.base.LocalSolver.lockstep_knobs`) train as one cohort of the vectorised
-backend (:func:`fedhet.backends.vectorized.run_cohort_steps`), with per-row values where the runs
-differ:
+:attr:`~fedhet.client.base.LocalSolver.lockstep_knobs`) train as one batch of ragged rows
+(:mod:`fedhet.backends.ragged`: rows in step-count order, only the active rows at each step, one
+gradient call per minibatch size, no padded slot), with per-row values where the runs differ:
 
 - the start point ``x``: row ``k`` of run ``r`` starts at run ``r``'s model, ``x [R*K, d]``;
 - the local learning rate: a ``[R*K, 1]`` column (:meth:`fedhet.client.base.LocalSolver.step`);
 - the solver's knobs (FedProx's ``mu``, ...): ``[R*K, 1]`` columns on a copy of the solver;
 - the server's broadcast and the clients' memories: each run's rows;
 - minibatches: each run's own plans and batch streams (:func:`fedhet.backends.base.client_batches`),
-  gathered from a round-local copy of the examples the round touches (one ``index_select`` per run
-  per round), padded to the batch's largest minibatch and step count as the vectorised backend pads
-  a cohort (weights ``1/b`` on real examples, frozen rows after their last step);
+  copied once per round from each run's data in the order the steps read them;
 - random streams: each row's solver generator is its own run's ``(seed, "solver", round, client)``.
 
-A value the runs share stays a plain number, so a run alone gives the vectorised backend's numbers.
-Every row's arithmetic reads only its own row (batched matrix products and row-wise step rules), so
-a run's numbers do not depend on which runs share its batch, up to the order of floating-point sums
-where the padded shapes differ (tests/engine/test_engine_lockstep.py).
+Every row's arithmetic reads only its own row and its own examples, so a run's numbers do not
+depend on which runs share its batch, up to the blocking of batched products of another batch
+count (tests/engine/test_engine_lockstep.py).
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Hashable, Optional
+from typing import Callable, Hashable
 
 import torch
 
 from fedhet.backends.base import RoundWork, augmentation_generator, client_plan, cohort_sizes
-from fedhet.backends.vectorized import CohortGrad, CohortSteps, run_cohort_steps
+from fedhet.backends.ragged import CohortGrad, RaggedBatches, ragged_layout, run_ragged_steps, step_order
 from fedhet.client.base import LocalSolver
 from fedhet.client.context import ClientContext, begin_client
 from fedhet.client.schedule import batch_order
@@ -89,14 +86,16 @@ def _column(values: list[float], counts: list[int], like: torch.Tensor) -> float
     return torch.tensor(per_row, dtype=like.dtype, device=like.device).unsqueeze(-1)
 
 
-def _row_solver(requests: list[LockstepRequest], counts: list[int], like: torch.Tensor) -> LocalSolver:
-    """The first request's solver, with each knob the runs do not share as a per-row column."""
+def _row_solver(requests: list[LockstepRequest], counts: list[int], like: torch.Tensor,
+                arrange: Callable[[torch.Tensor], torch.Tensor]) -> LocalSolver:
+    """The first request's solver, with each knob the runs do not share as a per-row column (its
+    rows put in the batch's order by ``arrange``)."""
     solver = requests[0].solver
     columns = {}
     for knob in type(solver).lockstep_knobs:
         column = _column([getattr(r.solver, knob) for r in requests], counts, like)
         if isinstance(column, torch.Tensor):
-            columns[knob] = column
+            columns[knob] = arrange(column)
     if not columns:
         return solver
     rows = copy.copy(solver)
@@ -113,117 +112,122 @@ def _stack_rows(values: list[torch.Tensor], counts: list[int], device: torch.dev
 
 @dataclasses.dataclass
 class _RoundRows:
-    steps: CohortSteps
-    batch_sizes: list[list[int]]              # per row: each step's real batch size
-    generators: list[Optional[torch.Generator]]
-    transforms: list[Any]
+    """The round's rows in step-count order (``order[p]`` is the request-order row at position
+    ``p``) and their ragged batches."""
+
+    order: torch.Tensor
+    batches: RaggedBatches
+    num_steps: torch.Tensor                 # per row, in request order (CPU int64)
+    examples: int
 
     @property
     def padding(self) -> tuple[int, int]:
-        """``(real examples, example slots)`` of the padded round: what padding costs."""
-        index = self.steps.index
-        return sum(sum(sizes) for sizes in self.batch_sizes), int(index.numel())
-
-
-def _row_ranges(requests: list[LockstepRequest]) -> list[tuple[int, int]]:
-    """Each request's rows ``[a, b)`` of the batch (rows are ordered by request, then client)."""
-    ranges, start = [], 0
-    for request in requests:
-        count = int(request.work.client_ids.numel())
-        ranges.append((start, start + count))
-        start += count
-    return ranges
+        """``(real examples, computed example slots)`` of the round: equal, as no slot is padding."""
+        return self.examples, self.batches.layout.computed_slots
 
 
 def _round_rows(requests: list[LockstepRequest]) -> _RoundRows:
-    """Every row's padded minibatches, indexing a round-local copy of the examples the round reads.
+    """Every row's minibatches in step order (:mod:`fedhet.backends.ragged`), from a round-local copy
+    of the examples the round reads.
 
-    The index is built in a few operations whatever the number of rows and steps: each client's
-    batches come as one tensor (:func:`fedhet.client.schedule.batch_order`, the sequential backend's
-    draws), and every example's slot ``(step, row, position)`` is computed at once."""
+    Each client's batches come as one tensor (:func:`fedhet.client.schedule.batch_order`, the
+    sequential backend's draws); each example's step-ordered position is computed at once."""
     first = requests[0].task
-    orders, batch_sizes, generators, transforms, offsets = [], [], [], [], []
-    for request in requests:
+    device = first.device
+    orders, batch_sizes, generators, transforms, runs = [], [], [], [], []
+    for r, request in enumerate(requests):
         task, work = request.task, request.work
         for client_id in work.client_ids.tolist():
             plan = client_plan(task, request.solver.options, work, client_id)
             start, end = task.client_range(client_id)
             order, sizes = batch_order(end - start, plan, torch_generator(work.seed, "batches", work.round_index,
                                                                           client_id))
-            orders.append(order)
+            orders.append(order + start)
             batch_sizes.append(sizes)
-            offsets.append(start)
             generators.append(augmentation_generator(task, work, client_id))
             transforms.append(task.train_transform)
-    num_rows = len(batch_sizes)
+            runs.append(r)
     num_steps = torch.tensor([len(sizes) for sizes in batch_sizes], dtype=torch.int64)
-    max_steps = int(num_steps.max()) if num_rows else 0
-    max_batch = max((size for sizes in batch_sizes for size in sizes), default=1)
-    # Each batch's (row, step, size) in row-major order, and each example's slot in [S, rows, B].
-    batch_row, batch_step, flat_sizes = [], [], []
-    for k, sizes in enumerate(batch_sizes):
-        batch_row.extend([k] * len(sizes))
-        batch_step.extend(range(len(sizes)))
-        flat_sizes.extend(sizes)
-    sizes_t = torch.tensor(flat_sizes, dtype=torch.int64)
-    examples = torch.cat(orders) + torch.repeat_interleave(
-        torch.tensor(offsets, dtype=torch.int64), torch.tensor([sum(sizes) for sizes in batch_sizes]))
-    batch_base = (torch.tensor(batch_step) * num_rows + torch.tensor(batch_row)) * max_batch
-    batch_first = torch.cumsum(sizes_t, 0) - sizes_t
-    slot = torch.repeat_interleave(batch_base - batch_first, sizes_t) + torch.arange(examples.numel())
-    # The round's examples in that order, each run's gathered from its own data with one index_select;
-    # a slot's index is its example's position there (padding points at position 0, weight 0).
-    index = torch.zeros(max_steps, num_rows, max_batch, dtype=torch.int64)
-    weight = torch.zeros(max_steps, num_rows, max_batch, dtype=first.dtype)
-    index.view(-1)[slot] = torch.arange(examples.numel())
-    weight.view(-1)[slot] = torch.repeat_interleave(1.0 / sizes_t.to(first.dtype), sizes_t)
-    run_examples = [sum(sum(sizes) for sizes in batch_sizes[a:b]) for a, b in _row_ranges(requests)]
-    inputs, targets = [], []
-    for request, part in zip(requests, examples.split(run_examples)):
-        part = part.to(request.task.device)
-        inputs.append(request.task.train.inputs.index_select(0, part))
-        targets.append(request.task.train.targets.index_select(0, part))
-    device = first.device
-    steps = CohortSteps(index.to(device), weight.to(device), num_steps, torch.cat(inputs), torch.cat(targets))
-    return _RoundRows(steps, batch_sizes, generators, transforms)
+    order = step_order(num_steps.tolist())
+    layout = ragged_layout([batch_sizes[k] for k in order], device)
+    row_examples = [int(orders[k].numel()) for k in order]
+    total = sum(row_examples)
+    # Each example's index in its run's training data, and its run, in step order.
+    examples = torch.empty(total, dtype=torch.int64)
+    examples[layout.slot] = torch.cat([orders[k] for k in order] or [examples[:0]])
+    example_run = torch.empty(total, dtype=torch.int64)
+    example_run[layout.slot] = torch.repeat_interleave(torch.tensor([runs[k] for k in order], dtype=torch.int64),
+                                                       torch.tensor(row_examples, dtype=torch.int64))
+    train_sets = [request.task.train for request in requests]
+    if all(t.inputs is train_sets[0].inputs and t.targets is train_sets[0].targets for t in train_sets):
+        index = examples.to(device)
+        inputs, targets = train_sets[0].inputs.index_select(0, index), train_sets[0].targets.index_select(0, index)
+    else:
+        inputs = torch.empty(total, *first.train.inputs.shape[1:], dtype=first.train.inputs.dtype, device=device)
+        targets = torch.empty(total, *first.train.targets.shape[1:], dtype=first.train.targets.dtype, device=device)
+        for r, train in enumerate(train_sets):
+            positions = torch.nonzero(example_run == r).squeeze(1)
+            index = examples[positions].to(device)
+            positions = positions.to(device)
+            inputs.index_copy_(0, positions, train.inputs.index_select(0, index))
+            targets.index_copy_(0, positions, train.targets.index_select(0, index))
+    row_transforms = [transforms[k] for k in order]
+    row_generators = [generators[k] for k in order]
+
+    def augment(batch: torch.Tensor, row: int) -> torch.Tensor:
+        # A row's real batch through its run's transform and its (run, round, client) generator.
+        transform, generator = row_transforms[row], row_generators[row]
+        return transform(batch, generator) if transform is not None and generator is not None else batch
+    augmenting = any(transform is not None for transform in row_transforms)
+    batches = RaggedBatches(layout, inputs, targets, augment if augmenting else None)
+    return _RoundRows(torch.tensor(order, dtype=torch.int64), batches, num_steps, total)
 
 
 def train_lockstep(requests: list[LockstepRequest], cohort_grad: CohortGrad
                    ) -> tuple[list[tuple[Cohort, dict[str, torch.Tensor]]], tuple[int, int]]:
-    """Train the requests (equal :func:`lockstep_key`) as one cohort: each run's ``(cohort,
-    new_client_states)``, as :meth:`fedhet.backends.base.Backend.train_cohort` returns them, and
-    the batch's ``(real examples, padded example slots)``."""
+    """Train the requests (equal :func:`lockstep_key`) as one batch of ragged rows: each run's
+    ``(cohort, new_client_states)``, as :meth:`fedhet.backends.base.Backend.train_cohort` returns
+    them, and the batch's ``(real examples, computed example slots)``."""
     first = requests[0].task
     device, dtype = first.device, first.dtype
     counts = [int(r.work.client_ids.numel()) for r in requests]
     rows = _round_rows(requests)
-    x = _stack_rows([r.work.params for r in requests], counts, device)                     # [R*K, d]
+    order = rows.order.to(device)
+
+    def sorted_rows(value: torch.Tensor) -> torch.Tensor:
+        return value.index_select(0, order)
+
+    x = sorted_rows(_stack_rows([r.work.params for r in requests], counts, device))        # [R*K, d]
     learning_rate = _column([r.work.learning_rate for r in requests], counts, x)
-    solver = _row_solver(requests, counts, x)
+    if isinstance(learning_rate, torch.Tensor):
+        learning_rate = sorted_rows(learning_rate)
+    solver = _row_solver(requests, counts, x, sorted_rows)
     names = list(requests[0].work.client_states)
-    client_states = {name: torch.cat([r.work.client_states[name].to(device) for r in requests]) for name in names}
-    broadcast = {name: _stack_rows([r.work.broadcast[name] for r in requests], counts, device)
+    client_states = {name: sorted_rows(torch.cat([r.work.client_states[name].to(device) for r in requests]))
+                     for name in names}
+    broadcast = {name: sorted_rows(_stack_rows([r.work.broadcast[name] for r in requests], counts, device))
                  for name in requests[0].work.broadcast}
-    context = RowsContext([(r.work.seed, r.work.round_index, client) for r in requests
-                           for client in r.work.client_ids.tolist()], device)
-    if any(transform is not None for transform in rows.transforms):
-        def augment(inputs: torch.Tensor, s: int, active_list: list[bool]) -> None:
-            for k, is_active in enumerate(active_list):
-                transform, generator = rows.transforms[k], rows.generators[k]
-                if is_active and transform is not None and generator is not None:
-                    size = rows.batch_sizes[k][s]
-                    inputs[k, :size] = transform(inputs[k, :size], generator)
-        rows.steps.augment = augment
+    all_rows = [(r.work.seed, r.work.round_index, client) for r in requests for client in r.work.client_ids.tolist()]
+    context = RowsContext([all_rows[k] for k in rows.order.tolist()], device)
     w = x.clone()
     local = begin_client(solver, x, client_states, broadcast, learning_rate, context)
-    loss_sum = run_cohort_steps(solver, w, x, learning_rate, local, rows.steps, cohort_grad)
-    num_steps = rows.steps.num_steps
-    delta, new_states, extras = solver.finish(x, w, local, client_states, num_steps.to(device), learning_rate)
-    losses = loss_sum.cpu() / num_steps.clamp(min=1).to(torch.float64)
-    deltas = delta.to(dtype).split(counts)
+    loss_sum, local = run_ragged_steps(solver, w, x, learning_rate, local, rows.batches, cohort_grad)
+    num_steps = rows.num_steps
+    steps_sorted = num_steps.index_select(0, rows.order).to(device)
+    delta, new_states, extras = solver.finish(x, w, local, client_states, steps_sorted, learning_rate)
+    # Back to request order: position p of the sorted rows is request-order row order[p].
+    inverse = torch.empty_like(rows.order)
+    inverse[rows.order] = torch.arange(rows.order.numel())
+    inverse = inverse.to(device)
+
+    def request_rows(value: torch.Tensor) -> torch.Tensor:
+        return value.index_select(0, inverse.to(value.device))
+
+    losses = request_rows(loss_sum).cpu() / num_steps.clamp(min=1).to(torch.float64)
+    deltas = request_rows(delta.to(dtype)).split(counts)
     parts = {"losses": losses.split(counts), "steps": num_steps.split(counts)}
-    states = {name: value.split(counts) for name, value in new_states.items()}
-    extra_parts = {name: value.split(counts) for name, value in extras.items()}
+    states = {name: request_rows(value).split(counts) for name, value in new_states.items()}
+    extra_parts = {name: request_rows(value).split(counts) for name, value in extras.items()}
     results = []
     for r, request in enumerate(requests):
         work = request.work

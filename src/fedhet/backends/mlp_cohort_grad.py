@@ -50,10 +50,11 @@ class CohortMLPGradient:
         return [(views[weight], views[bias]) for weight, bias in self._names]
 
     def __call__(self, w: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor,
-                 weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                 weights: torch.Tensor, out: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``out`` (``[K, d]``, rows contiguous): where the gradients are written (a new tensor if None)."""
         num_clients, batch = targets.shape
         layers = self._layers(w)
-        grad = torch.empty_like(w)
+        grad = torch.empty_like(w) if out is None else out
         grad_layers = self._layers(grad)
         with torch.no_grad():
             h = inputs.reshape(num_clients, batch, -1)

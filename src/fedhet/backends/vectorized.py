@@ -57,8 +57,9 @@ from fedhet.core.cohort import Cohort
 from fedhet.core.task import FederatedTask
 
 BatchedGrad = Callable[..., tuple[dict[str, torch.Tensor], torch.Tensor]]
-# (w [K, d], inputs [K, B, ...], targets [K, B], weights [K, B]) -> (losses [K], gradients [K, d])
-CohortGrad = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+# (w [K, d], inputs [K, B, ...], targets [K, B], weights [K, B], out=None) -> (losses [K], gradients [K, d]);
+# out: a [K, d] tensor the gradients are written into (lockstep's ragged steps), else a new one.
+CohortGrad = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
 
 def model_obstacle(task: FederatedTask) -> Optional[str]:
@@ -115,9 +116,10 @@ def vmap_cohort_grad(task: FederatedTask) -> CohortGrad:
     spec, batched = task.spec, make_batched_grad(task)
 
     def cohort_grad(w: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor,
-                    weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                    weights: torch.Tensor, out: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
         grads, losses = batched(spec.views(w), inputs, targets, weights)
-        flat = torch.cat([grads[name].reshape(w.shape[0], -1) for name in spec.names], dim=1)
+        pieces = [grads[name].reshape(w.shape[0], -1) for name in spec.names]
+        flat = torch.cat(pieces, dim=1) if out is None else torch.cat(pieces, dim=1, out=out)
         return losses.detach(), flat
 
     return cohort_grad

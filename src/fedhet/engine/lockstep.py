@@ -9,7 +9,10 @@ the dataset cache), and a member gives up its turn only while it waits for a bat
 still going waits for a batch, the last one to arrive trains all their rounds at once
 (:func:`fedhet.backends.lockstep.train_lockstep`, one batch per :func:`~fedhet.backends.lockstep.lockstep_key`)
 and hands each run its own rows; each run then takes its own server step, evaluation and files in
-turn. A run that ends (finished, diverged, failed) leaves the group; the others go on.
+turn. A run's evaluations wait in the same way (:meth:`LockstepMember.evaluate`): once every run
+still going waits, the pending evaluations are computed first, those alike as one batched
+computation of all their models (:mod:`fedhet.backends.batched_eval`). A run that ends (finished,
+diverged, failed) leaves the group; the others go on.
 
 Runs need not be at the same round (a resumed run, a round with no participants): each row carries
 its own run's round, seed and learning rate. A run the vectorised backend refuses (dropout,
@@ -25,14 +28,24 @@ from typing import Any, Callable, Hashable, Optional, TypeVar
 import torch
 
 from fedhet.backends.base import Backend, RoundWork
+from fedhet.backends.batched_eval import Forward, batched_forward, eval_key, evaluate_runs
 from fedhet.backends.lockstep import LockstepRequest, lockstep_key, train_lockstep
 from fedhet.backends.vectorized import CohortGrad, make_cohort_grad, unsupported_reason
 from fedhet.client.base import LocalSolver
 from fedhet.core.cohort import Cohort
-from fedhet.core.task import FederatedTask
+from fedhet.core.task import FederatedTask, evaluate
 
 T = TypeVar("T")
 Result = tuple[Cohort, dict[str, torch.Tensor]]
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalRequest:
+    """One run's evaluation of ``params`` on ``task.test``, as :func:`fedhet.core.task.evaluate` takes it."""
+
+    task: FederatedTask
+    params: torch.Tensor
+    batch_size: int
 
 
 class LockstepInterrupted(RuntimeError):
@@ -49,6 +62,9 @@ class LockstepStats:
     alone_rounds: int = 0
     examples: int = 0
     slots: int = 0
+    eval_batches: int = 0       # evaluations of several runs computed together
+    batched_evals: int = 0      # the run evaluations they computed
+    alone_evals: int = 0        # run evaluations computed alone (no other run evaluating alike)
 
 
 class LockstepGroup:
@@ -59,8 +75,10 @@ class LockstepGroup:
         self._turn = threading.Condition()        # held by the one thread that runs
         self._live = 0
         self._pending: dict[int, LockstepRequest] = {}
-        self._results: dict[int, Result | BaseException] = {}
+        self._evaluations: dict[int, EvalRequest] = {}
+        self._results: dict[int, Any] = {}
         self._grads: dict[Hashable, CohortGrad] = {}
+        self._forwards: dict[Hashable, Forward] = {}
         self._next_id = 0
         self._interrupted = False
         self.stats = LockstepStats()
@@ -103,9 +121,16 @@ class LockstepGroup:
     # --- inside a member's turn -------------------------------------------------------------------
     def submit(self, member_id: int, request: LockstepRequest) -> Result:
         """Hand a round to the group and wait for its rows (called holding the turn)."""
+        return self._wait(member_id, self._pending, request)
+
+    def evaluate(self, member_id: int, request: EvalRequest) -> tuple[float, float]:
+        """Hand an evaluation to the group and wait for its ``(loss, accuracy)`` (holding the turn)."""
+        return self._wait(member_id, self._evaluations, request)
+
+    def _wait(self, member_id: int, queue: dict[int, Any], request: Any) -> Any:
         if self._interrupted:
             raise LockstepInterrupted("the lockstep group was interrupted")
-        self._pending[member_id] = request
+        queue[member_id] = request
         self._maybe_train()
         while member_id not in self._results:
             if self._interrupted:
@@ -117,8 +142,14 @@ class LockstepGroup:
         return result
 
     def _maybe_train(self) -> None:
-        """Train the pending rounds once every run still going waits for one."""
-        if not self._pending or len(self._pending) < self._live:
+        """Once every run still going waits: compute the pending evaluations, or, when none is
+        pending, train the pending rounds."""
+        waiting = len(self._pending) + len(self._evaluations)
+        if not waiting or waiting < self._live:
+            return
+        if self._evaluations:
+            self._evaluate()
+            self._turn.notify_all()
             return
         pending, self._pending = self._pending, {}
         batches: dict[Hashable, list[int]] = {}
@@ -142,6 +173,32 @@ class LockstepGroup:
             self._results.update(zip(members, trained))
         self._turn.notify_all()
 
+    def _evaluate(self) -> None:
+        """The pending evaluations, those of equal :func:`eval_key` as one batched computation; an
+        evaluation with no other alike is the run-alone code."""
+        pending, self._evaluations = self._evaluations, {}
+        batches: dict[Hashable, list[int]] = {}
+        for member_id, request in pending.items():
+            batches.setdefault(eval_key(request.task, request.batch_size), []).append(member_id)
+        for key, members in batches.items():
+            requests = [pending[m] for m in members]
+            try:
+                if len(requests) == 1:
+                    request = requests[0]
+                    outcomes: list[Any] = [evaluate(request.task, request.params, batch_size=request.batch_size)]
+                    self.stats.alone_evals += 1
+                else:
+                    forward = self._forwards.get(key)
+                    if forward is None:
+                        forward = self._forwards[key] = batched_forward(requests[0].task)
+                    outcomes = list(evaluate_runs([r.task for r in requests], [r.params for r in requests],
+                                                  requests[0].batch_size, forward))
+                    self.stats.eval_batches += 1
+                    self.stats.batched_evals += len(requests)
+            except Exception as error:  # noqa: BLE001  (every run of the batch fails with it)
+                outcomes = [error] * len(requests)
+            self._results.update(zip(members, outcomes))
+
 
 class LockstepMember:
     """One run's backend in a :class:`LockstepGroup`; ``inner`` is the backend it would have alone."""
@@ -160,6 +217,14 @@ class LockstepMember:
             if reason is not None:
                 self.log(f"lockstep: this run trains alone on the {self.inner.name} backend: {reason}")
         return self._checked[2]
+
+    def evaluate(self, task: FederatedTask, params: torch.Tensor, *, batch_size: int) -> tuple[float, float]:
+        """:func:`fedhet.core.task.evaluate`'s numbers, computed with the other runs' evaluations
+        of the same kind at this moment (:mod:`fedhet.backends.batched_eval`); alone for a run that
+        trains alone."""
+        if self._checked is None or self._checked[2] is not None:
+            return evaluate(task, params, batch_size=batch_size)
+        return self.group.evaluate(self.member_id, EvalRequest(task, params, batch_size))
 
     def train_cohort(self, task: FederatedTask, solver: LocalSolver, work: RoundWork) -> Result:
         if self.obstacle(task, solver) is not None:

@@ -75,6 +75,9 @@ class RunHandle:
         self.simulator = simulator_from_config(config, federation, algorithm=algorithm, backend=backend,
                                                stores_dir=run_dir / STORES_DIR)
         self.backend = backend
+        # A lockstep run evaluates its validation split and training data with the group too
+        # (batched with the other runs'); any other backend's own evaluate serves the test set only.
+        self.eval_backend = backend if lockstep is not None else None
         if isinstance(backend, RayBackend):
             backend.set_lost_hint(self.intact_hint())
         self.records: list[dict[str, Any]] = []
@@ -149,7 +152,8 @@ class RunHandle:
             record["test_loss"], record["test_accuracy"] = test_loss, test_accuracy
             if self.validation_task is not None:
                 record["val_loss"], record["val_accuracy"] = evaluate(
-                    self.validation_task, self.simulator.params, batch_size=config.run.eval_batch_size)
+                    self.validation_task, self.simulator.params, batch_size=config.run.eval_batch_size,
+                    backend=self.eval_backend)
             # train_loss: mean local minibatch loss over the rounds since the previous evaluation.
             record["train_loss"] = (sum(self.pending_losses) / len(self.pending_losses)
                                     if self.pending_losses else math.nan)
@@ -158,7 +162,8 @@ class RunHandle:
                 # The global model over every client's training data (not the local minibatch losses):
                 # FedAU's criterion, "the training loss" of the global model (its Appendix C.4).
                 record["global_train_loss"], record["global_train_accuracy"] = evaluate(
-                    self.global_train_task, self.simulator.params, batch_size=config.run.eval_batch_size)
+                    self.global_train_task, self.simulator.params, batch_size=config.run.eval_batch_size,
+                    backend=self.eval_backend)
             if client_round:
                 record.update(self.evaluate_clients(round_number))
         self.elapsed += time.perf_counter() - started
