@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # One call on a lent CUDA machine (issue 22, item 5), in about 9 minutes: the GPU parity tests, a
 # determinism check, the cohort gradient's step (benchmarks/bench_cohort_grad.py), the claims default tier with run.backend = "auto" (time-capped; benchmarks/claims_gpu.py)
-# and pfl-research's CIFAR-10 configuration (benchmarks/bench_pfl_cifar.py). Results go to $OUT (or
+# the same tier in lockstep (issue 36: claims_gpu.py --lockstep on) and the lockstep benchmark on CUDA
+# (bench_lockstep.py), and pfl-research's CIFAR-10 configuration (benchmarks/bench_pfl_cifar.py). Results go to $OUT (or
 # benchmarks/results). Fashion-MNIST comes from .gpu_data/fashion-mnist (copied there by hand; the machine
-# reaches no network) when /usr/share/datasets has none. Usage: bash benchmarks/gpu_session.sh [claims cap s] [pfl cap s]
+# reaches no network) when /usr/share/datasets has none. Usage: bash benchmarks/gpu_session.sh [claims cap s] [pfl cap s] [lockstep cap s]
 set -u
 cd "$(dirname "$0")/.."
 out="${OUT:-benchmarks/results}"
 claims_cap="${1:-240}"
 pfl_cap="${2:-60}"
+lockstep_cap="${3:-150}"
 py="${PYTHON:-python3}"
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
 mkdir -p "$out"
@@ -52,6 +54,13 @@ timeout $((claims_cap + 120)) "$py" benchmarks/claims_gpu.py --backend auto --ma
   --runs-dir /tmp/claims-gpu --out "$out" 2>&1 | tail -22
 tar -czf "$out/claims-gpu-runs.tar.gz" -C /tmp/claims-gpu --exclude='*.pt' --exclude='*.png' --exclude='*.svg' \
   --exclude='checkpoint*' . 2>/dev/null || true
+
+echo "== claims default tier in lockstep on the GPU (cap ${lockstep_cap} s; one process, the runs grouped)"
+timeout $((lockstep_cap + 120)) "$py" benchmarks/claims_gpu.py --backend auto --lockstep on --jobs 1 \
+  --max-seconds "$lockstep_cap" --runs-dir /tmp/claims-gpu-lockstep --out "$out" 2>&1 | tail -12
+
+echo "== lockstep against solo on CUDA: operators and host seconds per run-round"
+timeout 240 "$py" benchmarks/bench_lockstep.py --quick --device cuda --runs 1,8,64 --out "$out" 2>&1 | tail -12
 
 echo "== pfl-research CIFAR-10 configuration (cap ${pfl_cap} s a variant)"
 timeout $((2 * pfl_cap + 120)) "$py" benchmarks/bench_pfl_cifar.py --max-seconds "$pfl_cap" \
