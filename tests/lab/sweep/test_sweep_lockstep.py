@@ -10,7 +10,7 @@ from fedhet.client.base import LocalSolver
 from fedhet.config import ConfigError
 from fedhet.engine.callbacks import read_metrics
 from fedhet.engine.runner import run_experiment
-from fedhet.lab.sweep.execute import NO_PARTNER, lockstep_groups, lockstep_plan, run_sweep
+from fedhet.lab.sweep.execute import NO_PARTNER, lockstep_plan, run_sweep
 from fedhet.lab.sweep.grid import SweepError, parse_grid
 from fedhet.lab.sweep.options import sweep_options
 from fedhet.lab.sweep.plan import plan_sweep
@@ -52,10 +52,10 @@ def test_lockstep_groups_by_model_and_solver_and_caps_their_size(tiny_config, tm
     plan = plan_sweep(tiny_config, grids=[parse_grid("client.name=sgd,fedprox")], seeds=[1, 2, 3],
                       out_dir=tmp_path / "out")
     todo = [(run, "new") for run in plan.runs]
-    assert lockstep_groups(todo, sweep_options(None, {"lockstep": "off"})) == []
-    assert lockstep_groups(todo, sweep_options(None)) == []                         # auto by default
-    assert lockstep_groups(todo, sweep_options(None, {"lockstep": "auto"})) == []   # auto: a CUDA device only
-    groups = lockstep_groups(todo, sweep_options(None, {"lockstep": "on", "lockstep_runs": 2}))
+    assert lockstep_plan(todo, sweep_options(None, {"lockstep": "off"}))[0] == []
+    assert lockstep_plan(todo, sweep_options(None))[0] == []                         # auto by default
+    assert lockstep_plan(todo, sweep_options(None, {"lockstep": "auto"}))[0] == []   # auto: a CUDA device only
+    groups = lockstep_plan(todo, sweep_options(None, {"lockstep": "on", "lockstep_runs": 2}))[0]
     assert sorted(len(group) for group in groups) == [1, 1, 2, 2]
     for group in groups:
         assert len({run.config.client.name for run, _ in group}) == 1
@@ -77,7 +77,7 @@ def test_lockstep_on_refuses_the_ray_executor(tiny_config, tmp_path):
 def test_a_larger_set_splits_into_even_groups(tiny_config, tmp_path):
     plan = plan_sweep(tiny_config, seeds=[1, 2, 3, 4, 5], out_dir=tmp_path / "out")
     todo = [(run, "new") for run in plan.runs]
-    groups = lockstep_groups(todo, sweep_options(None, {"lockstep": "on", "lockstep_runs": 4}))
+    groups = lockstep_plan(todo, sweep_options(None, {"lockstep": "on", "lockstep_runs": 4}))[0]
     assert [len(group) for group in groups] == [3, 2]          # not 4 and a group of one
     assert [run for group in groups for run, _ in group] == list(plan.runs)
 

@@ -192,11 +192,6 @@ def _even_chunks(items: list, most: int) -> list[list]:
     return [items[start:end] for start, end in zip(bounds, bounds[1:])]
 
 
-def lockstep_groups(todo: list[tuple[PlannedRun, str]], options: SweepOptions) -> list[list[tuple[PlannedRun, str]]]:
-    """The groups of :func:`lockstep_plan`."""
-    return lockstep_plan(todo, options)[0]
-
-
 def _run_lockstep_groups(todo: list[tuple[PlannedRun, str]], options: SweepOptions, view: SweepProgress,
                          outcomes: dict[str, RunOutcome], notes: Notes) -> list[tuple[PlannedRun, str]]:
     """Run the lockstep groups of ``todo`` (:func:`lockstep_plan`) in this process, one after
