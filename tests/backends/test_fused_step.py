@@ -134,3 +134,6 @@ def test_a_subclass_that_changes_the_direction_takes_the_whole_vector_step():
     assert segment_rule_obstacle(Momentumish(options)) == "the solver's direction has no segment rule"
     assert segment_rule_obstacle(Stepping(options)) == "the solver overrides step"
     assert segment_rule_obstacle(LocalSolver(options)) is None
+    patched = LocalSolver(options)
+    patched.direction = Momentumish(options).direction
+    assert segment_rule_obstacle(patched) == "the solver instance has its own direction"

@@ -239,10 +239,15 @@ def segment_rule_obstacle(solver: LocalSolver) -> Optional[str]:
     (benchmarks/README.md, "The fused local step"), or None: the step must be the base class's
     ``w -= eta * direction`` with the base gradient, without clipping, and the class that defines
     :meth:`~LocalSolver.direction` must define :meth:`~LocalSolver.segment_direction` too (a
-    subclass that changes the direction and not the segment rule takes the whole-vector step)."""
+    subclass that changes the direction and not the segment rule takes the whole-vector step, and so
+    does an instance with one of these methods replaced on it)."""
     cls = type(solver)
     if solver.options.clip_norm > 0:
         return "client.clip_norm scales by the whole gradient's norm"
+    for name in ("step", "gradient", "regularize", "direction", "segment_direction"):
+        # A method set on the instance hides the class's, which the checks below read.
+        if name in vars(solver):
+            return f"the solver instance has its own {name}"
     for name in ("step", "gradient", "regularize"):
         if _owner(cls, name) is not LocalSolver:
             return f"the solver overrides {name}"
