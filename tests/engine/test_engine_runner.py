@@ -43,6 +43,8 @@ def test_run_writes_every_output(small_config, tmp_path):
     assert saved["last10_accuracy"] == records[-1]["test_accuracy"]
     assert math.isclose(saved["e_ludd"], sum(r["e_lud"] for r in records) / 6)
     assert summary["final_accuracy"] > 0.3  # learns something on Synthetic(1,1) (10 classes)
+    # which kernels rounded the numbers: a run repeats bit for bit only on the same capability
+    assert saved["cpu_capability"] in {"DEFAULT", "AVX2", "AVX512", "ZVECTOR", "VSX", "SVE256", "NEON", "SVE128"}
 
 
 def test_same_config_and_seed_give_identical_metrics(small_config, tmp_path):

@@ -9,6 +9,13 @@ from fedhet.core.machine import usable_cpus
 from fedhet.core.options import ConfigError
 
 
+def cpu_capability() -> str:
+    """The vector instruction set torch's CPU kernels were chosen for (``AVX2``, ``AVX512``, ...):
+    float32 runs repeat bit for bit only on CPUs of one capability (docs/design.md, "Randomness"),
+    so each run's summary records it."""
+    return torch.backends.cpu.get_cpu_capability()
+
+
 def resolve_device(name: str) -> torch.device:
     """``auto`` -> the first CUDA GPU when present, else the CPU."""
     if name == "auto":

@@ -37,7 +37,7 @@ from fedhet.engine.callbacks import (
     scan_metrics,
     set_aside_bad_lines,
 )
-from fedhet.engine.device import configure_threads, resolve_device
+from fedhet.engine.device import configure_threads, cpu_capability, resolve_device
 from fedhet.engine.empty_rounds import EmptyRoundsWarning
 from fedhet.engine.federation import build_federation
 from fedhet.engine.fingerprint import ConfigChangedError, check_fingerprint, check_resumable_overrides
@@ -196,7 +196,8 @@ def _run_locked(config: ExperimentConfig, run_dir: Path, *, resume: bool, overwr
     summary.update({"name": config.run.name, "algorithm": config.algorithm or
                     f"{config.client.name}+{config.server.name}", "client": config.client.name,
                     "server": config.server.name, "backend": handle.backend.name,
-                    "device": str(device), "stopped_early": stop})
+                    "device": str(device), "cpu_capability": cpu_capability(),
+                    "stopped_early": stop})
     # summary.json marks the run finished (sweeps, tune and claims skip it), so it is written after
     # every other file of the run: a full disk or a kill before it leaves a run that resumes and
     # writes them. The trackers end after it: they upload it.

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from fedhet.cli import main
 from fedhet.lab.commands.claims import report_command, run_command
@@ -93,6 +94,8 @@ def test_claims_run_reports_paired_verdicts_and_resumes(claims_dir, finished):
     assert status == 0, log
     assert "6 ran, 0 already finished, 0 failed" in log
     report = json.loads((out / "report" / "claims.json").read_text())
+    # every run ran here, so the record names this machine's capability alone
+    assert report["cpu_capabilities"] == [torch.backends.cpu.get_cpu_capability()]
     (claim,) = report["claims"]
     accuracy, e_ludd = claim["comparisons"]
     for seed in (1, 2, 3):

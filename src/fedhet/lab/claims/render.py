@@ -251,12 +251,24 @@ def side_json(side: SideValues) -> dict[str, Any]:
             "runs": [str(run.path) for run in side.runs]}
 
 
+def cpu_capabilities(results: Sequence[ClaimResult]) -> list[str]:
+    """The CPU capabilities (``summary.json``'s ``cpu_capability``) of the finished runs the claims read,
+    sorted: more than one means the float32 numbers came from CPUs that round differently
+    (docs/design.md, "Randomness"); runs finished before the key existed add nothing."""
+    found = {str(run.summary["cpu_capability"])
+             for result in results for comparison in result.comparisons
+             for side in (comparison.method, comparison.baseline) for run in side.runs
+             if run.summary and "cpu_capability" in run.summary}
+    return sorted(found)
+
+
 def results_json(results: Sequence[ClaimResult], *, tier: str, out_dir: str) -> dict[str, Any]:
     return {
         "tier": tier,
         "runs": out_dir,
         "rule": rule_text(),
         "confidence": CONFIDENCE,
+        "cpu_capabilities": cpu_capabilities(results),
         "claims": [{
             "id": r.claim.id, "paper": r.claim.paper, "source": r.claim.source, "statement": r.claim.statement,
             "paper_protocol": r.claim.paper_protocol, "here": r.claim.here, "quantifier": r.claim.quantifier,
