@@ -13,7 +13,9 @@ gradient call per minibatch size, no padded slot), with per-row values where the
 - the solver's knobs (FedProx's ``mu``, ...): ``[R*K, 1]`` columns on a copy of the solver;
 - the server's broadcast and the clients' memories: each run's rows;
 - minibatches: each run's own plans and batch streams (:func:`fedhet.backends.base.client_batches`),
-  copied once per round from each run's data in the order the steps read them;
+  copied once per round from each run's data in the order the steps read them; a client's only
+  operators of its own are its permutation draws (its offsets, starts and sizes are read or
+  computed for the whole batch at once, in integers, so exactly);
 - random streams: each row's solver generator is its own run's ``(seed, "solver", round, client)``.
 
 Every row's arithmetic reads only its own row and its own examples, so a run's numbers do not
