@@ -54,9 +54,14 @@ class Backend(Protocol):
         ...
 
 
-def client_plan(task: FederatedTask, options: ClientOptions, work: RoundWork, client_id: int) -> LocalPlan:
-    start, end = task.client_range(client_id)
-    plan = plan_local_work(end - start, batch_size=options.batch_size, epochs=options.epochs,
+def client_plan(task: FederatedTask, options: ClientOptions, work: RoundWork, client_id: int,
+                num_examples: Optional[int] = None) -> LocalPlan:
+    """Client ``client_id``'s local work this round; ``num_examples`` is its example count where the
+    caller has read it already (the lockstep batch reads every client's offsets at once)."""
+    if num_examples is None:
+        start, end = task.client_range(client_id)
+        num_examples = end - start
+    plan = plan_local_work(num_examples, batch_size=options.batch_size, epochs=options.epochs,
                            steps=options.steps, system=options.system, seed=work.seed,
                            round_index=work.round_index, client_id=client_id)
     limit = None if work.step_limits is None else work.step_limits.get(client_id)

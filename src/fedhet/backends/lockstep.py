@@ -13,7 +13,9 @@ gradient call per minibatch size, no padded slot), with per-row values where the
 - the solver's knobs (FedProx's ``mu``, ...): ``[R*K, 1]`` columns on a copy of the solver;
 - the server's broadcast and the clients' memories: each run's rows;
 - minibatches: each run's own plans and batch streams (:func:`fedhet.backends.base.client_batches`),
-  copied once per round from each run's data in the order the steps read them;
+  copied once per round from each run's data in the order the steps read them; a client's only
+  operators of its own are its permutation draws (its offsets, starts and sizes are read or
+  computed for the whole batch at once, in integers, so exactly);
 - random streams: each row's solver generator is its own run's ``(seed, "solver", round, client)``.
 
 Every row's arithmetic reads only its own row and its own examples, so a run's numbers do not
@@ -28,7 +30,7 @@ from typing import Callable, Hashable
 
 import torch
 
-from fedhet.backends.base import RoundWork, augmentation_generator, client_plan, cohort_sizes
+from fedhet.backends.base import RoundWork, augmentation_generator, client_plan
 from fedhet.backends.ragged import CohortGrad, RaggedBatches, ragged_layout, run_ragged_steps, step_order
 from fedhet.client.base import LocalSolver
 from fedhet.client.context import ClientContext, begin_client
@@ -118,6 +120,7 @@ class _RoundRows:
     order: torch.Tensor
     batches: RaggedBatches
     num_steps: torch.Tensor                 # per row, in request order (CPU int64)
+    client_sizes: torch.Tensor              # each row's client's example count, request order (CPU int64)
     examples: int
 
     @property
@@ -131,18 +134,27 @@ def _round_rows(requests: list[LockstepRequest]) -> _RoundRows:
     of the examples the round reads.
 
     Each client's batches come as one tensor (:func:`fedhet.client.schedule.batch_order`, the
-    sequential backend's draws); each example's step-ordered position is computed at once."""
+    sequential backend's draws); each example's step-ordered position is computed at once. The
+    operators that are per client are the random draws alone (each client's permutations from its
+    own run's generator): the client offsets are read once per task as numbers, and the clients'
+    starts are added to their local indices in one integer addition over the batch (exact, so the
+    indices are those of :func:`fedhet.backends.base.client_batches`)."""
     first = requests[0].task
     device = first.device
-    orders, batch_sizes, generators, transforms, runs = [], [], [], [], []
+    offsets_of: dict[int, list[int]] = {}
+    orders, starts, sizes_of, batch_sizes, generators, transforms, runs = [], [], [], [], [], [], []
     for r, request in enumerate(requests):
         task, work = request.task, request.work
+        offsets = offsets_of.get(id(task))
+        if offsets is None:
+            offsets = offsets_of[id(task)] = task.client_offsets.tolist()
         for client_id in work.client_ids.tolist():
-            plan = client_plan(task, request.solver.options, work, client_id)
-            start, end = task.client_range(client_id)
-            order, sizes = batch_order(end - start, plan, torch_generator(work.seed, "batches", work.round_index,
-                                                                          client_id))
-            orders.append(order + start)
+            start, size = offsets[client_id], offsets[client_id + 1] - offsets[client_id]
+            plan = client_plan(task, request.solver.options, work, client_id, num_examples=size)
+            order, sizes = batch_order(size, plan, torch_generator(work.seed, "batches", work.round_index, client_id))
+            orders.append(order)
+            starts.append(start)
+            sizes_of.append(size)
             batch_sizes.append(sizes)
             generators.append(augmentation_generator(task, work, client_id))
             transforms.append(task.train_transform)
@@ -152,12 +164,16 @@ def _round_rows(requests: list[LockstepRequest]) -> _RoundRows:
     layout = ragged_layout([batch_sizes[k] for k in order], device)
     row_examples = [int(orders[k].numel()) for k in order]
     total = sum(row_examples)
-    # Each example's index in its run's training data, and its run, in step order.
+    per_row = torch.tensor(row_examples, dtype=torch.int64)
+    # Each example's index in its run's training data (its client's start plus its local index),
+    # and its run, in step order.
     examples = torch.empty(total, dtype=torch.int64)
-    examples[layout.slot] = torch.cat([orders[k] for k in order] or [examples[:0]])
+    local = torch.cat([orders[k] for k in order] or [examples[:0]])
+    examples[layout.slot] = local + torch.repeat_interleave(torch.tensor([starts[k] for k in order],
+                                                                         dtype=torch.int64), per_row)
     example_run = torch.empty(total, dtype=torch.int64)
     example_run[layout.slot] = torch.repeat_interleave(torch.tensor([runs[k] for k in order], dtype=torch.int64),
-                                                       torch.tensor(row_examples, dtype=torch.int64))
+                                                       per_row)
     train_sets = [request.task.train for request in requests]
     if all(t.inputs is train_sets[0].inputs and t.targets is train_sets[0].targets for t in train_sets):
         index = examples.to(device)
@@ -180,7 +196,8 @@ def _round_rows(requests: list[LockstepRequest]) -> _RoundRows:
         return transform(batch, generator) if transform is not None and generator is not None else batch
     augmenting = any(transform is not None for transform in row_transforms)
     batches = RaggedBatches(layout, inputs, targets, augment if augmenting else None)
-    return _RoundRows(torch.tensor(order, dtype=torch.int64), batches, num_steps, total)
+    return _RoundRows(torch.tensor(order, dtype=torch.int64), batches, num_steps,
+                      torch.tensor(sizes_of, dtype=torch.int64), total)
 
 
 def train_lockstep(requests: list[LockstepRequest], cohort_grad: CohortGrad
@@ -225,14 +242,15 @@ def train_lockstep(requests: list[LockstepRequest], cohort_grad: CohortGrad
 
     losses = request_rows(loss_sum).cpu() / num_steps.clamp(min=1).to(torch.float64)
     deltas = request_rows(delta.to(dtype)).split(counts)
-    parts = {"losses": losses.split(counts), "steps": num_steps.split(counts)}
+    parts = {"losses": losses.split(counts), "steps": num_steps.split(counts),
+             "sizes": rows.client_sizes.split(counts)}
     states = {name: request_rows(value).split(counts) for name, value in new_states.items()}
     extra_parts = {name: request_rows(value).split(counts) for name, value in extras.items()}
     results = []
     for r, request in enumerate(requests):
         work = request.work
         cohort = Cohort(client_ids=work.client_ids, deltas=deltas[r].contiguous(),
-                        num_examples=cohort_sizes(request.task, work.client_ids), local_steps=parts["steps"][r],
+                        num_examples=parts["sizes"][r], local_steps=parts["steps"][r],
                         train_loss=parts["losses"][r], extras={name: value[r] for name, value in extra_parts.items()})
         results.append((cohort, {name: value[r] for name, value in states.items()}))
     return results, rows.padding

@@ -90,7 +90,9 @@ def batch_order(num_examples: int, plan: LocalPlan, generator: torch.Generator) 
         per_epoch = [size] * (num_examples // size) + ([num_examples % size] if num_examples % size else [])
         sizes = (per_epoch * plan.epochs)[:plan.num_steps]
         order = orders[0] if len(orders) == 1 else torch.cat(orders)
-        return order[:sum(sizes)], sizes
+        total = sum(sizes)
+        # The whole order when no step is cut (no slicing operator for the common case).
+        return (order if total == order.numel() else order[:total]), sizes
     needed = plan.num_steps * size
     order = torch.cat([torch.randperm(num_examples, generator=generator)
                        for _ in range(math.ceil(needed / num_examples))])
