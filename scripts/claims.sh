@@ -11,10 +11,10 @@
 # is claimed), one job per core, then the claims table (differences with 95% intervals, the outcomes, the
 # verdicts) and an HTML report in runs/claims/report/ (claims summary, forest plots, curves per setting).
 #
-#   bash scripts/claims.sh                  default tier: 295 runs, about 4 h on a 2-core machine (estimated from
-#                                           the 2 h 36 min measured from a fresh clone for the 180-run tier of
-#                                           2026-11-25; docs/claims.md "Cost"; the script prints its wall time at
-#                                           the end), progress + ETA.
+#   bash scripts/claims.sh                  default tier: 295 runs, about 4 h 40 min on a 2-core machine (scaled
+#                                           from its 41 runs of seed 1, 49 min from a fresh clone on 2026-11-28;
+#                                           docs/claims.md "Cost"; the script prints its wall time at the end),
+#                                           progress + ETA.
 #                                           Step sizes: the pre-registered tuning's (scripts/tune_claims.sh,
 #                                           docs/claims_tuning.md) or the paper's own (FedSpeed)
 #   bash scripts/claims.sh --tier quick     minutes: below every regime, trends only, no verdict
